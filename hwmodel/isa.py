@@ -1,0 +1,123 @@
+"""The pimsat ISA: the instruction table (isa.yaml) and the instruction objects.
+
+The table is data; this module only loads it and gives instructions a typed, hashable form.
+Encoding, assembly and the reference page live in `isa_codec.py`, `isa_asm.py`, `isa_doc.py`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    bits: int
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    mnemonic: str
+    opcode: int
+    stream: str  # "channel" | "host" | "any"
+    command: str | None  # the DRAM/PIM command it issues on the bus, if any
+    fields: tuple[FieldSpec, ...]
+    semantics: str
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+
+@dataclass(frozen=True)
+class IsaTable:
+    version: str
+    word_bits: int
+    opcode_bits: int
+    ops: tuple[OpSpec, ...]
+
+    def by_mnemonic(self, m: str) -> OpSpec:
+        return _BY_MNEMONIC[m]
+
+    def by_opcode(self, code: int) -> OpSpec:
+        return _BY_OPCODE[code]
+
+
+def _load() -> IsaTable:
+    raw: dict[str, Any] = yaml.safe_load((resources.files("hwmodel") / "isa.yaml").read_text())
+    ops = tuple(
+        OpSpec(
+            mnemonic=o["mnemonic"],
+            opcode=int(o["opcode"]),
+            stream=o["stream"],
+            command=o.get("command"),
+            fields=tuple(FieldSpec(f["name"], int(f["bits"])) for f in o["fields"]),
+            semantics=" ".join(str(o["semantics"]).split()),
+        )
+        for o in raw["instructions"]
+    )
+    return IsaTable(str(raw["version"]), int(raw["word_bits"]), int(raw["opcode_bits"]), ops)
+
+
+ISA: IsaTable = _load()
+_BY_MNEMONIC = {o.mnemonic: o for o in ISA.ops}
+_BY_OPCODE = {o.opcode: o for o in ISA.ops}
+ISA_VERSION = ISA.version
+
+
+@dataclass(frozen=True, slots=True)
+class Instruction:
+    """One instruction of a stream: mnemonic, field values in table order, optional issue cycle."""
+
+    op: str
+    args: tuple[int, ...] = ()
+    cycle: int | None = None
+
+    def __post_init__(self) -> None:
+        spec = _BY_MNEMONIC.get(self.op)
+        if spec is None:
+            raise ValueError(f"unknown instruction {self.op!r}")
+        if len(self.args) != len(spec.fields):
+            raise ValueError(
+                f"{self.op} takes {len(spec.fields)} fields ({', '.join(spec.field_names)}), "
+                f"got {len(self.args)}"
+            )
+        for f, v in zip(spec.fields, self.args):
+            if not 0 <= v < (1 << f.bits):
+                raise ValueError(f"{self.op}.{f.name} = {v} does not fit in {f.bits} bits")
+        if self.cycle is not None and not 0 <= self.cycle < (1 << 64) - 1:
+            raise ValueError(f"{self.op}: issue cycle {self.cycle} out of range")
+
+    @property
+    def spec(self) -> OpSpec:
+        return _BY_MNEMONIC[self.op]
+
+    def get(self, name: str) -> int:
+        return self.args[_field_index(self.op, name)]
+
+    def fields(self) -> dict[str, int]:
+        return dict(zip(self.spec.field_names, self.args))
+
+    def at(self, cycle: int | None) -> "Instruction":
+        return Instruction(self.op, self.args, cycle)
+
+
+@lru_cache(maxsize=None)
+def _field_index(op: str, name: str) -> int:
+    return _BY_MNEMONIC[op].field_names.index(name)
+
+
+def make(op: str, cycle: int | None = None, **fields: int) -> Instruction:
+    """Build an instruction by field name: make("MAC", mask=0xFFFF, col=0, count=8, gb=0, acc=0)."""
+    spec = _BY_MNEMONIC[op]
+    unknown = set(fields) - set(spec.field_names)
+    if unknown:
+        raise ValueError(f"{op} has no field(s) {', '.join(sorted(unknown))}")
+    missing = [n for n in spec.field_names if n not in fields]
+    if missing:
+        raise ValueError(f"{op} needs field(s) {', '.join(missing)}")
+    return Instruction(op, tuple(int(fields[n]) for n in spec.field_names), cycle)

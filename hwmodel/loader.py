@@ -1,0 +1,112 @@
+"""Load a hardware description: a preset name or a YAML file, plus `--set key=value` overrides.
+
+Every failure is a `HardwareError` whose message names the file and the field:
+    hwmodel/presets/hbm2-pim.yaml: timing.params.tRCDRD: missing timing parameter tRCDRD
+"""
+from __future__ import annotations
+
+import copy
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .model import Hardware
+
+PRESET_DIR = Path(str(resources.files("hwmodel") / "presets"))
+_TABLE_FILE = "_timing_table.yaml"
+
+
+class HardwareError(ValueError):
+    """A hardware description that cannot be used; the message is one line for the user."""
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml") if not p.name.startswith("_"))
+
+
+def family_timing_table() -> list[dict[str, Any]]:
+    return yaml.safe_load((PRESET_DIR / _TABLE_FILE).read_text())
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise HardwareError(f"{path}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise HardwareError(f"{path}:{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise HardwareError(f"{path}: top level must be a mapping")
+    return data
+
+
+def resolve_source(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    candidate = PRESET_DIR / f"{name_or_path}.yaml"
+    if not candidate.exists():
+        raise HardwareError(
+            f"unknown hardware preset {name_or_path!r} (presets: {', '.join(preset_names())})"
+        )
+    return candidate
+
+
+def _parse_value(key: str, text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise HardwareError(f"--set {key}: cannot parse value {text!r}: {getattr(e, 'problem', e)}") from None
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> dict[str, Any]:
+    """`pim.lanes=32`, `organization.channels=8`, `timing.params.tRCDRD=20`."""
+    data = copy.deepcopy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise HardwareError(f"--set {item}: expected KEY=VALUE, e.g. pim.lanes=32")
+        key, text = item.split("=", 1)
+        parts = key.strip().split(".")
+        node = data
+        for depth, part in enumerate(parts[:-1]):
+            if not isinstance(node, dict) or part not in node:
+                raise HardwareError(
+                    f"--set {key}: {source} has no field {'.'.join(parts[: depth + 1])}"
+                )
+            node = node[part]
+        leaf = parts[-1]
+        if not isinstance(node, dict) or (leaf not in node and parts[:2] != ["timing", "params"]):
+            raise HardwareError(f"--set {key}: {source} has no field {key}")
+        node[leaf] = _parse_value(key, text)
+    return data
+
+
+def _format_validation(source: str, err: ValidationError) -> str:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = first["msg"].removeprefix("Value error, ")
+    return f"{source}: {field}: {msg}"
+
+
+def hardware_from_dict(data: dict[str, Any], source: str = "<hardware>") -> Hardware:
+    data = copy.deepcopy(data)
+    timing = data.get("timing")
+    if isinstance(timing, dict) and "constraints" not in timing:
+        timing["constraints"] = family_timing_table()
+    try:
+        return Hardware.model_validate(data)
+    except ValidationError as e:
+        raise HardwareError(_format_validation(source, e)) from None
+
+
+def load_hardware(name_or_path: str = "hbm2-pim", overrides: list[str] | tuple[str, ...] = ()) -> Hardware:
+    path = resolve_source(name_or_path)
+    data = _read_yaml(path)
+    source = str(path)
+    data = apply_overrides(data, list(overrides), source)
+    return hardware_from_dict(data, source)

@@ -1,0 +1,241 @@
+"""Hardware description: the validated data model of a bank-level PIM DRAM device.
+
+Everything here is data. Algorithms (the simulator, the solver's cost model) read a
+`Hardware` and never re-check what these models guarantee.
+"""
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# The DRAM and PIM commands the timing table may name. An instruction of the ISA issues one
+# of these on a channel's command bus, to one bank or to a set of banks (all-bank mode).
+COMMANDS: tuple[str, ...] = ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC")
+SCOPES: tuple[str, ...] = ("bank", "bank_group", "rank", "channel")
+_TERM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^-?[0-9]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Organization(_Strict):
+    """Shape of the memory: channels (pseudo-channels) x ranks x bank groups x banks."""
+
+    channels: int = Field(ge=1, le=4096)
+    ranks: int = Field(default=1, ge=1, le=8)
+    bank_groups: int = Field(ge=1, le=16)
+    banks_per_group: int = Field(ge=1, le=16)
+    rows: int = Field(ge=1, le=1 << 20, description="rows per bank")
+    columns: int = Field(ge=1, le=1024, description="bursts (column accesses) per row")
+    burst_bytes: int = Field(ge=2, le=256, description="bytes moved by one column access")
+
+    @property
+    def banks_per_rank(self) -> int:
+        return self.bank_groups * self.banks_per_group
+
+    @property
+    def banks_per_channel(self) -> int:
+        return self.ranks * self.banks_per_rank
+
+    @property
+    def row_bytes(self) -> int:
+        return self.columns * self.burst_bytes
+
+    @property
+    def bank_bytes(self) -> int:
+        return self.rows * self.row_bytes
+
+    @property
+    def channel_bytes(self) -> int:
+        return self.banks_per_channel * self.bank_bytes
+
+    @property
+    def capacity_bytes(self) -> int:
+        return self.channels * self.channel_bytes
+
+    def bank_group_of(self, bank: int) -> int:
+        """Bank index within a channel -> global bank-group index (rank-major)."""
+        return bank // self.banks_per_group
+
+    def rank_of(self, bank: int) -> int:
+        return bank // self.banks_per_rank
+
+
+class PIM(_Strict):
+    """The processing units beside the banks and the channel's global buffer."""
+
+    banks_per_pu: int = Field(ge=1, le=4, description="1 = AiM-like, 2 = HBM-PIM-like")
+    lanes: int = Field(ge=1, le=128, description="multipliers per unit (elements per MAC)")
+    dtype: Literal["fp16", "bf16"] = "fp16"
+    acc_dtype: Literal["fp32"] = "fp32"
+    acc_registers: int = Field(ge=1, le=1024, description="fp32 accumulators per unit")
+    global_buffer_bytes: int = Field(ge=2, le=1 << 20, description="per channel, holds the broadcast input")
+
+    @property
+    def element_bytes(self) -> int:
+        return 2
+
+
+class Host(_Strict):
+    """The host side: link to each channel, a vector unit, a matrix unit, dispatch/sync costs."""
+
+    link_bytes_per_cycle: float = Field(gt=0, description="per channel, in memory-clock cycles")
+    vector_elements_per_cycle: int = Field(ge=1, description="host vector unit throughput")
+    matrix_macs_per_cycle: int = Field(ge=1, description="host GEMM throughput (MACs per cycle)")
+    dispatch_cycles: int = Field(ge=0, description="fixed cost of launching one host op")
+    sync_cycles: int = Field(ge=0, description="signal-to-wait latency between streams")
+
+
+class TimingConstraint(_Strict):
+    """One row of the timing table (Ramulator style).
+
+    A command `next` to a target in the same `scope` as an earlier command `prev` may issue
+    no earlier than `latency` cycles after it; with `window` = N, after the N-th most recent
+    `prev` in that scope (the four-activate window: prev=ACT, next=ACT, window=4, tFAW).
+    `latency` is a parameter name, an integer, or a sum of them ("CWL + BL2 + tWR").
+    """
+
+    prev: str
+    next: str
+    scope: str
+    latency: str | int
+    window: int | None = Field(default=None, ge=2, le=64)
+
+    @field_validator("prev", "next")
+    @classmethod
+    def _known_command(cls, v: str) -> str:
+        if v not in COMMANDS:
+            raise ValueError(f"unknown command {v!r} (known: {', '.join(COMMANDS)})")
+        return v
+
+    @field_validator("scope")
+    @classmethod
+    def _known_scope(cls, v: str) -> str:
+        if v not in SCOPES:
+            raise ValueError(f"unknown scope {v!r} (known: {', '.join(SCOPES)})")
+        return v
+
+    def terms(self) -> list[tuple[int, str]]:
+        """The latency as signed terms: "CL + BL2 + 2 - CWL" -> [(1,CL),(1,BL2),(1,2),(-1,CWL)]."""
+        if isinstance(self.latency, int):
+            return [(1, str(self.latency))]
+        text = self.latency.replace("-", " - ").replace("+", " + ").split()
+        out: list[tuple[int, str]] = []
+        sign = 1
+        for tok in text:
+            if tok in "+-":
+                sign = -1 if tok == "-" else 1
+            else:
+                out.append((sign, tok))
+                sign = 1
+        return out
+
+
+class Timing(_Strict):
+    tCK_ns: float = Field(gt=0)
+    params: dict[str, int]
+    constraints: list[TimingConstraint]
+    # Refresh: every tREFI a REF is due; at most this many may be postponed at any time.
+    max_postponed_refresh: int = Field(default=8, ge=0, le=64)
+
+    @field_validator("params")
+    @classmethod
+    def _non_negative(cls, v: dict[str, int]) -> dict[str, int]:
+        for name, value in v.items():
+            if value < 0:
+                raise ValueError(f"parameter {name} = {value} is negative")
+        for required in REQUIRED_PARAMS:
+            if required not in v:
+                raise ValueError(f"missing timing parameter {required}")
+        return v
+
+    @model_validator(mode="after")
+    def _resolve(self) -> "Timing":
+        for i, c in enumerate(self.constraints):
+            for _, term in c.terms():
+                if not _TERM.match(term):
+                    raise ValueError(f"constraints[{i}].latency: cannot parse term {term!r}")
+                if not term.lstrip("-").isdigit() and term not in self.params:
+                    raise ValueError(
+                        f"constraints[{i}] ({c.prev}->{c.next}): unknown timing parameter {term!r}"
+                    )
+            if self.latency_of(c) < 0:
+                raise ValueError(f"constraints[{i}] ({c.prev}->{c.next}): negative latency")
+        return self
+
+    def latency_of(self, c: TimingConstraint) -> int:
+        return sum(
+            s * (int(t) if t.lstrip("-").isdigit() else self.params[t]) for s, t in c.terms()
+        )
+
+    def p(self, name: str) -> int:
+        return self.params[name]
+
+
+# Parameters every preset must define: the simulator and the cost model read them by name.
+REQUIRED_PARAMS: tuple[str, ...] = (
+    "CL", "CWL", "BL2", "tRCDRD", "tRCDWR", "tRP", "tRAS", "tRC", "tCCD_S", "tCCD_L",
+    "tRRD_S", "tRRD_L", "tFAW", "tWR", "tRTP", "tWTR_S", "tWTR_L", "tREFI", "tRFC",
+    "tMAC", "tMACL", "tGB",
+)
+
+
+class Hardware(_Strict):
+    """A complete PIM device: what the compiler targets and the simulator executes."""
+
+    name: str
+    isa_version: str = "1.0"
+    organization: Organization
+    pim: PIM
+    host: Host
+    timing: Timing
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Hardware":
+        org, pim = self.organization, self.pim
+        if org.banks_per_channel % pim.banks_per_pu:
+            raise ValueError(
+                f"pim.banks_per_pu = {pim.banks_per_pu} does not divide "
+                f"{org.banks_per_channel} banks per channel"
+            )
+        epb = org.burst_bytes // pim.element_bytes
+        if epb % pim.lanes and pim.lanes % epb:
+            raise ValueError(
+                f"pim.lanes = {pim.lanes} neither divides nor is a multiple of the "
+                f"{epb} elements of one {org.burst_bytes} B burst"
+            )
+        if pim.global_buffer_bytes % org.burst_bytes:
+            raise ValueError(
+                f"pim.global_buffer_bytes = {pim.global_buffer_bytes} is not a whole number of "
+                f"{org.burst_bytes} B bursts"
+            )
+        return self
+
+    # --- derived figures -------------------------------------------------------------------
+    @property
+    def pus_per_channel(self) -> int:
+        return self.organization.banks_per_channel // self.pim.banks_per_pu
+
+    @property
+    def total_pus(self) -> int:
+        return self.pus_per_channel * self.organization.channels
+
+    @property
+    def elements_per_burst(self) -> int:
+        return self.organization.burst_bytes // self.pim.element_bytes
+
+    @property
+    def gb_bursts(self) -> int:
+        return self.pim.global_buffer_bytes // self.organization.burst_bytes
+
+    @property
+    def mac_interval(self) -> int:
+        """Cycles between two MACs on one channel: tMAC, or longer when a burst holds more
+        elements than the unit has lanes (it then takes several passes)."""
+        return self.timing.p("tMAC") * max(1, self.elements_per_burst // self.pim.lanes)
+
+    def pu_of(self, bank: int) -> int:
+        return bank // self.pim.banks_per_pu

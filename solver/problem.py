@@ -1,0 +1,142 @@
+"""The scheduling problem the solvers see: jobs with alternative modes, tasks on resources.
+
+This is solver-independent data, produced by `solver.lower` from an ir.Program and a Hardware
+(every duration exact, computed by running the emitted commands through the simulator's timing
+rules) and consumed by `solver.cpsat` and `solver.heuristics`, which return a `Solution`.
+
+- A *resource* is the host unit or a *channel group*: a set of identical channels that run the
+  same command stream in lockstep (on different data). Each resource executes one task at a time.
+- A *job* is one ir op or a fusion group of ops (e.g. Q/K/V projections sharing their input).
+  It has one or more *modes* (tiling, placement, fusion and dispatch alternatives); exactly one
+  mode is chosen.
+- A mode is a small DAG of *tasks* (fixed duration, fixed resource) with internal edges. Its
+  `output` task makes the job's results available in host memory; its `inputs` tasks are the
+  ones that read the job's inputs and must wait for the producers.
+- A dependency a -> b: every input task t of b's mode starts no earlier than the end of a's
+  output task plus `problem.lag(output resource, t.resource)` (a sync between streams costs
+  `sync_cycles`; a task that follows on the same resource waits for nothing more).
+- Capacity: a mode uses `usage[group]` DRAM rows in every bank of every channel of that group;
+  per group the sum over chosen modes (times `repeat`, for layer templates) must not exceed the
+  group's `capacity_rows` (rows per bank left after the reserved KV cache and other fixed data).
+- Refresh: every channel group owes one REF (tRFC busy cycles) every tREFI cycles.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+HOST = "host"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str  # unique within the problem, e.g. "l0.q_proj/pim4/g2"
+    resource: str  # HOST or a group name "g0", "g1", ...
+    duration: int  # exact cycles, >= 1
+
+
+@dataclass(frozen=True)
+class Edge:
+    before: str  # task name
+    after: str  # task name
+    lag: int = 0  # after.start >= before.end + lag
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str  # e.g. "pim[g0,g1]", "pim-fused[all]", "host"
+    tasks: tuple[Task, ...]
+    edges: tuple[Edge, ...]
+    inputs: tuple[str, ...]  # task names that read the job's inputs
+    output: str  # task name whose end = job results in host memory
+    usage: dict[str, int] = field(default_factory=dict)  # group -> DRAM rows per bank
+    payload: object = None  # lowering data for the decoder (opaque to solvers)
+
+    def task(self, name: str) -> Task:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    ops: tuple[str, ...]  # ir op names covered
+    modes: tuple[Mode, ...]
+
+
+@dataclass(frozen=True)
+class Dependency:
+    before: str  # job name
+    after: str  # job name
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    channels: tuple[int, ...]
+    capacity_rows: int  # DRAM rows per bank available for the jobs' modes
+
+
+@dataclass(frozen=True)
+class Refresh:
+    tREFI: int
+    tRFC: int
+    max_postponed: int
+
+
+@dataclass
+class SchedulingProblem:
+    name: str
+    jobs: list[Job]  # in a topological order of the dependencies
+    dependencies: list[Dependency]
+    groups: list[Group]
+    refresh: Refresh | None
+    sync_cycles: int
+    repeat: int = 1  # capacity multiplier: the problem is a template repeated `repeat` times
+    horizon: int = 0  # an upper bound on the makespan (0: sum of the longest modes)
+
+    def lag(self, from_resource: str, to_resource: str) -> int:
+        return 0 if from_resource == to_resource else self.sync_cycles
+
+    def job(self, name: str) -> Job:
+        return self._jobs_by_name()[name]
+
+    def _jobs_by_name(self) -> dict[str, Job]:
+        if not hasattr(self, "_by_name"):
+            self._by_name = {j.name: j for j in self.jobs}
+        return self._by_name
+
+    def resources(self) -> list[str]:
+        return [HOST] + [g.name for g in self.groups]
+
+    def predecessors(self, job: str) -> list[str]:
+        return [d.before for d in self.dependencies if d.after == job]
+
+    def trivial_horizon(self) -> int:
+        total = sum(max(sum(t.duration for t in m.tasks) for m in j.modes) for j in self.jobs)
+        total += len(self.jobs) * 2 * self.sync_cycles
+        if self.refresh:
+            total += (total // self.refresh.tREFI + 1) * self.refresh.tRFC * 2
+        return total
+
+
+@dataclass
+class Solution:
+    """What a solver decided: a mode per job and a start cycle per task of the chosen modes."""
+
+    method: str  # "cpsat" | "greedy" | "naive"
+    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN | HEURISTIC
+    modes: dict[str, str]  # job name -> mode name
+    starts: dict[str, int]  # task name -> start cycle (model time)
+    objective: int | None  # model makespan
+    bound: int | None  # proven lower bound (cpsat only)
+    wall_seconds: float
+    history: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # (t, incumbent, bound)
+    message: str = ""
+
+    @property
+    def gap(self) -> float | None:
+        if self.objective is None or self.bound is None or self.objective == 0:
+            return None
+        return (self.objective - self.bound) / self.objective
