@@ -111,7 +111,7 @@ def _field_index(op: str, name: str) -> int:
     return _BY_MNEMONIC[op].field_names.index(name)
 
 
-def make(op: str, cycle: int | None = None, **fields: int) -> Instruction:
+def make(op: str, /, cycle: int | None = None, **fields: int) -> Instruction:
     """Build an instruction by field name: make("MAC", mask=0xFFFF, col=0, count=8, gb=0, acc=0)."""
     spec = _BY_MNEMONIC[op]
     unknown = set(fields) - set(spec.field_names)

@@ -1,0 +1,187 @@
+"""Write and read a StreamSet as a directory, atomically.
+
+    out/manifest.json   hardware, isa_version, symbols, channel count, file names, placements
+    out/ch00.s ch00.bin ...   per channel: assembly and binary (isa_codec stream format)
+    out/host.s host.bin       the host stream
+
+The directory is built under a temporary name beside the target and renamed into place, so a
+failure never leaves half-written output. Reading prefers the .bin files (the .s files are for
+people); every error is a one-line `StreamsError` naming the file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import astuple, fields
+from pathlib import Path
+from typing import Any
+
+from .isa import ISA_VERSION, Instruction
+from .isa_asm import format_stream, parse_stream
+from .isa_codec import decode_stream, encode_stream
+from .streams import Placement, StreamSet
+
+MANIFEST = "manifest.json"
+FORMAT = "pimsat-streams"
+FORMAT_VERSION = 1
+PLACEMENT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Placement))
+_RESERVED = ("format", "format_version", "hardware", "isa_version", "symbols", "channels",
+             "files", "placement_fields", "placements")
+_ALLOWED = {"channel": ("channel", "any"), "host": ("host", "any")}
+
+
+class StreamsError(ValueError):
+    """A stream directory that cannot be written or read; one line, naming the file."""
+
+
+def channel_stem(i: int, n: int) -> str:
+    return f"ch{i:0{max(2, len(str(n - 1)))}d}"
+
+
+def _check_streams(ss: StreamSet) -> None:
+    for label, kind, stream in [*((f"channel {i}", "channel", s) for i, s in enumerate(ss.channels)),
+                                ("host", "host", ss.host)]:
+        for k, ins in enumerate(stream):
+            if ins.spec.stream not in _ALLOWED[kind]:
+                raise StreamsError(f"{label} stream, instruction {k}: {ins.op} is a "
+                                   f"{ins.spec.stream}-stream instruction")
+
+
+def _manifest_text(m: dict[str, Any]) -> str:
+    """JSON with one top-level key per line and each placement on one line."""
+    items = []
+    for k, v in m.items():
+        if k == "placements" and v:
+            body = ",\n".join("  " + json.dumps(p, separators=(",", ":")) for p in v)
+            items.append(f' {json.dumps(k)}: [\n{body}\n ]')
+        else:
+            items.append(f" {json.dumps(k)}: {json.dumps(v, sort_keys=True)}")
+    return "{\n" + ",\n".join(items) + "\n}\n"
+
+
+def _write_file(path: Path, data: bytes | str) -> None:
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with open(path, mode) as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _build(ss: StreamSet, tmp: Path, extra: dict[str, Any]) -> None:
+    n = len(ss.channels)
+    entries = []
+    named = [(channel_stem(i, n), s, f"channel {i}") for i, s in enumerate(ss.channels)]
+    for stem, stream, label in [*named, ("host", ss.host, "host")]:
+        header = f"pimsat ISA {ss.isa_version} -- {ss.hardware} -- {label} stream, {len(stream)} instructions"
+        _write_file(tmp / f"{stem}.s", format_stream(stream, header=header))
+        _write_file(tmp / f"{stem}.bin", encode_stream(stream))
+        entries.append({"asm": f"{stem}.s", "bin": f"{stem}.bin", "instructions": len(stream)})
+    manifest: dict[str, Any] = {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "hardware": ss.hardware, "isa_version": ss.isa_version, "symbols": list(ss.symbols),
+        "channels": n, "files": {"channels": entries[:-1], "host": entries[-1]},
+        "placement_fields": list(PLACEMENT_FIELDS),
+        "placements": [list(astuple(p)) for p in ss.placements],
+    }
+    manifest.update(extra)
+    _write_file(tmp / MANIFEST, _manifest_text(manifest))
+
+
+def write_streams(ss: StreamSet, out_dir: str | Path, extra_manifest: dict[str, Any] | None = None) -> Path:
+    """Write `ss` to `out_dir` (replacing a previous stream directory there) atomically."""
+    out = Path(out_dir)
+    extra = dict(extra_manifest or {})
+    clash = sorted(set(extra) & set(_RESERVED))
+    if clash:
+        raise StreamsError(f"{out / MANIFEST}: extra manifest keys {', '.join(clash)} are reserved")
+    try:
+        json.dumps(extra)
+    except (TypeError, ValueError) as e:
+        raise StreamsError(f"{out / MANIFEST}: extra manifest is not JSON: {e}") from None
+    _check_streams(ss)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
+        raise StreamsError(f"{out}: exists and is not a stream directory; refusing to replace it")
+    parent = out.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    try:
+        _build(ss, tmp, extra)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
+            os.replace(out, old / "d")
+            try:
+                os.replace(tmp, out)
+            except BaseException:
+                os.replace(old / "d", out)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+# --- reading -----------------------------------------------------------------------------
+def _load_manifest(d: Path) -> dict[str, Any]:
+    path = d / MANIFEST
+    try:
+        m = json.loads(path.read_text())
+    except OSError as e:
+        raise StreamsError(f"{path}: cannot read: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise StreamsError(f"{path}: line {e.lineno}: not valid JSON: {e.msg}") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise StreamsError(f"{path}: not a pimsat stream manifest (format must be {FORMAT!r})")
+    if m.get("format_version") != FORMAT_VERSION:
+        raise StreamsError(f"{path}: format_version {m.get('format_version')!r}, expected {FORMAT_VERSION}")
+    for key in _RESERVED:
+        if key not in m:
+            raise StreamsError(f"{path}: missing key {key!r}")
+    if str(m["isa_version"]).split(".")[0] != ISA_VERSION.split(".")[0]:
+        raise StreamsError(f"{path}: isa_version {m['isa_version']}; this build reads {ISA_VERSION}")
+    files = m["files"]
+    if not isinstance(files, dict) or len(files.get("channels", ())) != m["channels"] or "host" not in files:
+        raise StreamsError(f"{path}: files must list {m['channels']} channel entries and a host entry")
+    return m
+
+
+def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> list[Instruction]:
+    try:
+        bin_path, asm_path, expected = d / entry["bin"], d / entry["asm"], entry["instructions"]
+    except (KeyError, TypeError):
+        raise StreamsError(f"{d / MANIFEST}: bad file entry {entry!r}") from None
+    path = bin_path if bin_path.exists() else asm_path
+    try:
+        if path is bin_path:
+            stream = decode_stream(bin_path.read_bytes())
+        else:
+            stream = parse_stream(asm_path.read_text(), source=str(asm_path))
+    except OSError as e:
+        raise StreamsError(f"{path}: cannot read: {e.strerror}") from None
+    except ValueError as e:
+        msg = str(e)
+        raise StreamsError(msg if msg.startswith(str(path)) else f"{path}: {msg}") from None
+    if len(stream) != expected:
+        raise StreamsError(f"{path}: {len(stream)} instructions, manifest says {expected}")
+    for k, ins in enumerate(stream):
+        if ins.spec.stream not in _ALLOWED[kind]:
+            raise StreamsError(f"{path}: instruction {k}: {ins.op} is a {ins.spec.stream}-stream instruction")
+    return stream
+
+
+def read_streams(in_dir: str | Path) -> tuple[StreamSet, dict[str, Any]]:
+    d = Path(in_dir)
+    m = _load_manifest(d)
+    channels = [_read_stream(d, e, "channel") for e in m["files"]["channels"]]
+    host = _read_stream(d, m["files"]["host"], "host")
+    order = m["placement_fields"]
+    try:
+        placements = [Placement(**dict(zip(order, p, strict=True))) for p in m["placements"]]
+    except (TypeError, ValueError) as e:
+        raise StreamsError(f"{d / MANIFEST}: bad placement: {e}") from None
+    ss = StreamSet(m["hardware"], m["isa_version"], list(m["symbols"]), channels, host, placements)
+    return ss, m

@@ -1,0 +1,48 @@
+"""Every preset validates; the derived figures are sane; the GEMV anchor holds."""
+import math
+
+import pytest
+
+from hwmodel import load_hardware, preset_names
+from hwmodel.derived import figures, internal_bytes_per_cycle
+
+
+def test_presets_listed():
+    assert {"hbm2-pim", "gddr6-aim", "hbm3-pim", "fpga-proto"} <= set(preset_names())
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_preset_validates_and_figures_sane(name):
+    hw = load_hardware(name)
+    assert hw.name == name
+    assert hw.organization.banks_per_channel % hw.pim.banks_per_pu == 0
+    assert hw.mac_interval >= 1 and hw.gb_bursts >= 1
+    figs = {(f.name, f.unit): f.value for f in figures(hw)}
+    for key, value in figs.items():
+        assert math.isfinite(value) and value > 0, key
+    assert figs[("internal / external", "x")] >= 1
+    assert figs[("refresh overhead", "%")] < 15
+    for c in hw.timing.constraints:
+        assert hw.timing.latency_of(c) >= 0
+
+
+def test_hbm2_pim_gemv_anchor():
+    hw = load_hardware("hbm2-pim")
+    assert hw.organization.channels == 64
+    assert hw.total_pus == 512
+    assert internal_bytes_per_cycle(hw) == 4096
+    figs = {(f.name, f.unit): f.value for f in figures(hw)}
+    assert figs[("aggregate internal bandwidth", "B/cycle")] == 4096
+    weight_bytes = 4096 * 4096 * hw.pim.element_bytes
+    assert weight_bytes == 32 * 2**20
+    assert weight_bytes / internal_bytes_per_cycle(hw) == 8192
+
+
+@pytest.mark.parametrize("name", ["hbm2-pim", "hbm3-pim"])
+def test_stack_capacity_16_gib(name):
+    assert load_hardware(name).organization.capacity_bytes == 16 * 2**30
+
+
+def test_hbm3_pim_has_1024_banks():
+    hw = load_hardware("hbm3-pim")
+    assert hw.organization.channels * hw.organization.banks_per_channel == 1024
