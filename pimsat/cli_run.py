@@ -1,0 +1,231 @@
+"""pimsat solve / compare / simulate / demo / bench."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from .cli import DEFAULT_INSTANCE, UserError, _guard, console, main
+from .instance import instance_files, load_instance
+
+METHODS = ("naive", "greedy", "cpsat")
+
+
+def _solve_options(method, time_limit, workers, seed, groups, timing_only, live=False):
+    from .pipeline import SolveOptions
+
+    progress = None
+    if live:
+        def progress(t, incumbent, bound):  # noqa: ANN001
+            console.log(f"[cpsat] {t:6.2f} s  incumbent {incumbent:,}  bound {bound:,}"
+                        if incumbent is not None and bound is not None else f"[cpsat] {t:6.2f} s")
+    return SolveOptions(method=method, time_limit=time_limit, workers=workers, seed=seed, groups=groups,
+                        functional=False if timing_only else None, progress=progress)
+
+
+def _solver_flags(fn):
+    fn = click.option("--hw", "preset", default=None, help="Hardware preset or YAML file (default: the instance's).")(fn)
+    fn = click.option("--set", "sets", multiple=True, help="Hardware override KEY=VALUE.")(fn)
+    fn = click.option("--time-limit", type=float, default=30.0, show_default=True, help="CP-SAT wall-clock limit (s).")(fn)
+    fn = click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")(fn)
+    fn = click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")(fn)
+    fn = click.option("--groups", type=int, default=4, show_default=True,
+                      help="Channel groups (identical channels scheduled in lockstep).")(fn)
+    fn = click.option("--timing-only", is_flag=True, help="Simulate timing only (no values).")(fn)
+    return fn
+
+
+@main.command()
+@click.argument("instance", type=click.Path(), default=str(DEFAULT_INSTANCE))
+@click.option("--method", type=click.Choice(METHODS), default="cpsat", show_default=True)
+@click.option("--out", "out", type=click.Path(), default=None, help="Write report.json, streams/, schedule.json, trace.json.")
+@click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
+@_solver_flags
+@_guard
+def solve(instance, method, out, as_json, preset, sets, time_limit, workers, seed, groups, timing_only) -> None:
+    """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
+    from .pipeline import run
+    from .report import print_summary, report_dict
+
+    inst = load_instance(instance)
+    opts = _solve_options(method, time_limit, workers, seed, groups, timing_only, live=not as_json)
+    r = run(inst, opts, sets, preset)
+    rep = report_dict(r)
+    if out:
+        from .output import write_outputs
+
+        write_outputs(r, rep, out)
+    if as_json:
+        click.echo(json.dumps(rep, indent=2))
+    else:
+        print_summary(rep)
+        if out:
+            console.print(f"wrote {out}/report.json, streams/, schedule.json, trace.json")
+    if rep["outputs_match"] is False:
+        raise UserError(f"{inst.name}: simulated outputs differ from the reference (max |err| {rep['max_abs_error']})")
+
+
+@main.command()
+@click.argument("instances", nargs=-1, required=True, type=click.Path())
+@click.option("--methods", default="naive,greedy,cpsat", show_default=True)
+@click.option("--csv", "csv_path", type=click.Path(), default=None, help="Also write the table as CSV.")
+@click.option("--json", "json_path", type=click.Path(), default=None, help="Also write the reports as JSON.")
+@_solver_flags
+@_guard
+def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, workers, seed, groups, timing_only) -> None:
+    """Compare methods on instances: one table (and CSV/JSON)."""
+    from .pipeline import run
+    from .report import report_dict
+
+    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    bad = [m for m in chosen if m not in METHODS]
+    if bad:
+        raise UserError(f"--methods: unknown method(s) {', '.join(bad)} (known: {', '.join(METHODS)})")
+    paths = [p for a in instances for p in instance_files(a)]
+    rows = []
+    for path in paths:
+        inst = load_instance(path)
+        for m in chosen:
+            r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only), sets, preset)
+            rows.append(report_dict(r))
+    cols = ("instance", "method", "status", "objective_cycles", "bound_cycles", "gap", "lower_bound_cycles",
+            "simulated_cycles", "outputs_match", "utilization", "solve_seconds")
+    t = Table(title="pimsat compare")
+    for c in cols:
+        t.add_column(c.replace("_cycles", "").replace("_", " "), justify="left" if c in cols[:3] else "right")
+    for rep in rows:
+        t.add_row(*[_cell(rep[c], c) for c in cols])
+    console.print(t)
+    if csv_path:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+        _atomic_write(Path(csv_path), buf.getvalue())
+    if json_path:
+        _atomic_write(Path(json_path), json.dumps(rows, indent=2) + "\n")
+
+
+def _cell(v, col) -> str:
+    if v is None:
+        return "—"
+    if col == "gap":
+        return f"{v * 100:.2f} %"
+    if col == "utilization":
+        return f"{v * 100:.1f} %"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+@main.command()
+@click.argument("streams_dir", type=click.Path())
+@click.option("--hw", "preset", default=None, help="Hardware preset/YAML (default: the one recorded in the manifest).")
+@click.option("--set", "sets", multiple=True)
+@click.option("--timing-only", is_flag=True)
+@click.option("--trace", type=click.Path(), default=None, help="Chrome/Perfetto trace JSON.")
+@click.option("--vcd", type=click.Path(), default=None, help="VCD waveform.")
+@click.option("--log", "log_path", type=click.Path(), default=None, help="Command log CSV.")
+@click.option("--json", "as_json", is_flag=True)
+@_guard
+def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_json) -> None:
+    """Simulate the instruction streams in STREAMS_DIR (written by `pimsat solve --out`)."""
+    import ir
+    import sim
+    from hwmodel import Hardware, load_hardware
+    from hwmodel.streams_io import read_streams
+    from sim.traces import write_chrome_trace, write_command_log, write_vcd
+
+    streams, manifest = read_streams(streams_dir)
+    if preset:
+        hw = load_hardware(preset, list(sets))
+    elif "hardware_spec" in manifest:
+        hw = Hardware.model_validate(manifest["hardware_spec"])
+    else:
+        raise UserError(f"{streams_dir}/manifest.json: no hardware recorded; pass --hw")
+    program = ir.Program.from_json(json.dumps(manifest["program"])) if "program" in manifest else None
+    functional = not timing_only and program is not None
+    state = inputs = None
+    if functional:
+        seed = int(manifest.get("seed", 0))
+        state, inputs = ir.generate_state(program, seed=seed), ir.generate_inputs(program, seed=seed)
+    t0 = time.perf_counter()
+    res = sim.simulate(hw, streams, program=program, state=state, inputs=inputs, functional=functional)
+    wall = time.perf_counter() - t0
+    match = err = None
+    if functional:
+        from .pipeline import _compare
+
+        match, err = _compare(program, res.outputs, ir.run(program, inputs, state))
+    if log_path:
+        write_command_log(log_path, res.log, hw)
+    if trace:
+        write_chrome_trace(trace, res.log, getattr(res, "host_events", None), hw,
+                           op_names=[o.name for o in program.ops] if program else None)
+    if vcd:
+        write_vcd(vcd, res.log, hw)
+    out = {"cycles": int(res.cycles), "commands": int(len(res.log)) if res.log is not None else None,
+           "wall_seconds": round(wall, 3), "utilization": float(res.utilization), "outputs_match": match,
+           "max_abs_error": err, "violations": 0}
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+    else:
+        t = Table(title=f"pimsat simulate — {streams_dir}", show_header=False)
+        for k, v in out.items():
+            t.add_row(k, _cell(v, k))
+        console.print(t)
+    if match is False:
+        raise UserError("simulated outputs differ from the reference")
+
+
+@main.command()
+@click.option("--time-limit", type=float, default=20.0, show_default=True)
+@_guard
+def demo(time_limit) -> None:
+    """Solve the default instance (GEMV 4096x4096 on 64 HBM2-PIM channels), simulate, verify, report."""
+    from .pipeline import SolveOptions, run
+    from .report import print_summary, report_dict
+
+    inst = load_instance(DEFAULT_INSTANCE)
+    console.print(f"[bold]pimsat demo[/bold]: {inst.description}")
+    rows = []
+    for method in METHODS:
+        r = run(inst, SolveOptions(method=method, time_limit=time_limit))
+        rows.append(report_dict(r))
+    print_summary(rows[-1])
+    t = Table(title="methods")
+    for c in ("method", "predicted", "simulated", "vs bandwidth bound 8,192", "outputs"):
+        t.add_column(c, justify="right")
+    for rep in rows:
+        t.add_row(rep["method"], f"{rep['objective_cycles']:,}", f"{rep['simulated_cycles']:,}",
+                  f"{rep['simulated_cycles'] / rep['bandwidth_bound_cycles']:.3f}×",
+                  "match" if rep["outputs_match"] else str(rep["outputs_match"]))
+    console.print(t)
+
+
+@main.command()
+@click.option("--tier", multiple=True, default=("fpga", "micro"), show_default=True)
+@click.option("--time-limit", type=float, default=30.0, show_default=True)
+@click.option("--json", "json_path", type=click.Path(), default=None)
+def bench(tier, time_limit, json_path) -> None:
+    """Run the benchmark tiers with all methods; print figures and ratios."""
+    import runpy
+    import sys
+
+    root = Path(__file__).resolve().parent.parent / "bench" / "run_bench.py"
+    sys.argv = [str(root), "--time-limit", str(time_limit)] + [a for t in tier for a in ("--tier", t)] + (
+        ["--json", json_path] if json_path else [])
+    runpy.run_path(str(root), run_name="__main__")

@@ -1,0 +1,136 @@
+"""Benchmark instances: a program (by name and settings, never weights) + a hardware preset.
+
+An instance file is YAML (or JSON):
+
+    name: gemv-4096-hbm2-64ch
+    tier: micro
+    program: {kind: gemv, n: 4096, k: 4096, batch: 1}
+    hardware: {preset: hbm2-pim, set: ["organization.channels=64"]}
+    seed: 0
+
+program.kind is `gemv` (n, k, batch, dtype, bias), `attention` (heads, kv_heads, head_dim,
+context, batch) or `model` (preset or config, batch, context, layers, embed, lm_head).
+Weights for functional runs come from the seeded generator (ir.generate_state).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+import ir
+from hwmodel import Hardware, HardwareError, load_hardware
+
+
+class InstanceError(ValueError):
+    """A malformed or inconsistent instance; the message is one line naming file and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProgramSpec(_Strict):
+    kind: Literal["gemv", "attention", "model"]
+    # gemv
+    n: int | None = Field(default=None, ge=1)
+    k: int | None = Field(default=None, ge=1)
+    bias: bool = False
+    # attention
+    heads: int | None = Field(default=None, ge=1)
+    kv_heads: int | None = Field(default=None, ge=1)
+    head_dim: int | None = Field(default=None, ge=1)
+    # model
+    preset: str | None = None
+    config: dict[str, Any] | None = None
+    layers: int | None = Field(default=None, ge=1)
+    embed: bool = True
+    lm_head: bool = True
+    # common
+    batch: int = Field(default=1, ge=1, le=1024)
+    context: int = Field(default=0, ge=0, le=1 << 20)
+    dtype: Literal["fp16", "bf16"] = "fp16"
+
+    @model_validator(mode="after")
+    def _fields_for_kind(self) -> "ProgramSpec":
+        need = {"gemv": ("n", "k"), "attention": ("heads", "head_dim"), "model": ()}[self.kind]
+        for f in need:
+            if getattr(self, f) is None:
+                raise ValueError(f"{f} is required for kind {self.kind}")
+        if self.kind == "model" and (self.preset is None) == (self.config is None):
+            raise ValueError("give exactly one of preset or config for kind model")
+        if self.kind == "model" and self.preset is not None and self.preset not in ir.PRESETS:
+            raise ValueError(f"unknown model preset {self.preset!r} (presets: {', '.join(sorted(ir.PRESETS))})")
+        return self
+
+
+class HardwareSpec(_Strict):
+    preset: str = "hbm2-pim"
+    set: list[str] = Field(default_factory=list)
+
+
+class Instance(_Strict):
+    name: str
+    tier: str = "adhoc"
+    description: str = ""
+    program: ProgramSpec
+    hardware: HardwareSpec = Field(default_factory=HardwareSpec)
+    seed: int = 0
+
+    def build_program(self) -> ir.Program:
+        p = self.program
+        if p.kind == "gemv":
+            return ir.gemv_program(p.n, p.k, batch=p.batch, dtype=p.dtype, bias=p.bias)
+        if p.kind == "attention":
+            return ir.attention_program(p.heads, p.kv_heads or p.heads, p.head_dim, p.context, batch=p.batch,
+                                        dtype=p.dtype)
+        cfg = ir.PRESETS[p.preset] if p.preset else ir.from_hf_config(p.config)
+        return ir.build_decode_step(cfg, batch=p.batch, context=p.context, layers=p.layers, embed=p.embed,
+                                    lm_head=p.lm_head, name=self.name)
+
+    def build_hardware(self, extra: list[str] | tuple[str, ...] = (), preset: str | None = None) -> Hardware:
+        return load_hardware(preset or self.hardware.preset, list(self.hardware.set) + list(extra))
+
+
+def _first_error(source: str, err: ValidationError) -> str:
+    e = err.errors()[0]
+    field = ".".join(str(p) for p in e["loc"]) or "(top level)"
+    return f"{source}: {field}: {e['msg'].removeprefix('Value error, ')}"
+
+
+def load_instance(path: str | Path) -> Instance:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InstanceError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as e:
+        raise InstanceError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
+                            f"{str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise InstanceError(f"{path}: top level must be a mapping")
+    try:
+        inst = Instance.model_validate(data)
+    except ValidationError as e:
+        raise InstanceError(_first_error(str(path), e)) from None
+    try:
+        inst.build_program()
+    except ir.IRError as e:
+        raise InstanceError(f"{path}: program: {e}") from None
+    try:
+        inst.build_hardware()
+    except HardwareError as e:
+        raise InstanceError(f"{path}: hardware: {e}") from None
+    return inst
+
+
+def instance_files(root: str | Path) -> list[Path]:
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    return sorted(p for p in root.rglob("*.yaml") if p.is_file())

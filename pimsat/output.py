@@ -1,0 +1,56 @@
+"""Write a solve's outputs to a directory atomically: all files or none."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hwmodel.streams_io import write_streams
+
+from .pipeline import RunResult
+
+
+def schedule_dict(r: RunResult) -> dict[str, Any]:
+    return {
+        "instance": r.instance.name,
+        "method": r.solution.method,
+        "modes": dict(sorted(r.solution.modes.items())),
+        "tasks": [{"task": name, "start": start} for name, start in
+                  sorted(r.compiled.task_starts.items(), key=lambda kv: (kv[1], kv[0]))],
+        "refresh": {g: starts for g, starts in sorted(r.compiled.refreshes.items())},
+        "rows_used_per_bank": r.compiled.rows_used,
+        "groups": {g.name: list(g.channels) for g in r.problem.groups},
+    }
+
+
+def write_outputs(r: RunResult, report: dict[str, Any], out: str | Path, trace: bool = True) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        (tmp / "schedule.json").write_text(json.dumps(schedule_dict(r), indent=2) + "\n")
+        write_streams(r.compiled.streams, tmp / "streams",
+                      {"instance": r.instance.model_dump(), "program": json.loads(r.program.to_json()),
+                       "hardware_spec": r.hardware.model_dump(mode="json"), "seed": r.instance.seed})
+        if trace and getattr(r.sim, "log", None) is not None:
+            from sim.traces import write_chrome_trace
+
+            names = [op.name for op in r.program.ops]
+            write_chrome_trace(tmp / "trace.json", r.sim.log, getattr(r.sim, "host_events", None), r.hardware,
+                               op_names=names)
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

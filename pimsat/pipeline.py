@@ -1,0 +1,132 @@
+"""The pipeline in one function: instance -> program + hardware -> problem -> solution ->
+streams -> simulation -> verified report."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+import ir
+from hwmodel import Hardware
+from solver.bounds import Bounds, lower_bounds
+from solver.decode import Compiled, decode
+from solver.lower import LowerOptions, lower
+from solver.problem import SchedulingProblem, Solution
+
+from .instance import Instance
+
+# Functional simulation stores every resident value; above this many bytes we run timing-only.
+FUNCTIONAL_LIMIT_BYTES = 2 * 2**30
+
+
+@dataclass
+class SolveOptions:
+    method: str = "cpsat"  # cpsat | greedy | naive
+    time_limit: float = 30.0
+    workers: int = 2
+    seed: int = 0
+    groups: int = 4
+    functional: bool | None = None  # None: functional when it fits FUNCTIONAL_LIMIT_BYTES
+    progress: Callable[[float, int | None, int | None], None] | None = None
+
+
+@dataclass
+class RunResult:
+    instance: Instance
+    hardware: Hardware
+    program: ir.Program
+    problem: SchedulingProblem
+    lowering: Any
+    solution: Solution
+    compiled: Compiled
+    bounds: Bounds
+    sim: Any
+    outputs_match: bool | None
+    max_abs_error: float | None
+    solve_seconds: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def solve(problem: SchedulingProblem, opts: SolveOptions) -> Solution:
+    from solver.heuristics import solve_greedy, solve_naive
+
+    if opts.method == "naive":
+        return solve_naive(problem)
+    greedy = solve_greedy(problem)
+    if opts.method == "greedy" or greedy.status == "INFEASIBLE":
+        return greedy
+    from solver.cpsat import solve_cpsat
+
+    return solve_cpsat(problem, time_limit=opts.time_limit, workers=opts.workers, seed=opts.seed, hint=greedy,
+                       progress=opts.progress)
+
+
+def functional_fits(program: ir.Program) -> bool:
+    return program.weight_bytes() + program.kv_bytes() <= FUNCTIONAL_LIMIT_BYTES
+
+
+def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[str, ...] = (),
+        preset: str | None = None) -> RunResult:
+    import sim
+
+    clock: dict[str, float] = {}
+    t0 = time.perf_counter()
+    program = instance.build_program()
+    hw = instance.build_hardware(hw_overrides, preset)
+    style = "naive" if opts.method == "naive" else "overlap"
+    problem, lowering = lower(hw, program, LowerOptions(groups=opts.groups, style=style))
+    bounds = lower_bounds(hw, program, problem)
+    clock["lower"] = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    solution = solve(problem, opts)
+    solve_seconds = time.perf_counter() - t1
+    if solution.status == "INFEASIBLE":
+        raise InfeasibleError(solution.message or "no schedule satisfies the capacity constraints")
+
+    t2 = time.perf_counter()
+    compiled = decode(problem, lowering, solution)
+    clock["decode"] = time.perf_counter() - t2
+
+    functional = functional_fits(program) if opts.functional is None else opts.functional
+    state = inputs = None
+    if functional:
+        state = ir.generate_state(program, seed=instance.seed)
+        inputs = ir.generate_inputs(program, seed=instance.seed)
+    t3 = time.perf_counter()
+    result = sim.simulate(hw, compiled.streams, program=program, state=state, inputs=inputs, functional=functional)
+    clock["simulate"] = time.perf_counter() - t3
+
+    match = err = None
+    if functional:
+        reference = ir.run(program, inputs, state)
+        match, err = _compare(program, result.outputs, reference)
+    return RunResult(instance, hw, program, problem, lowering, solution, compiled, bounds, result, match, err,
+                     solve_seconds, clock)
+
+
+class InfeasibleError(RuntimeError):
+    pass
+
+
+TOLERANCE = {"fp16": 2e-2, "bf16": 6e-2, "fp32": 1e-4}
+
+
+def _compare(program: ir.Program, outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[bool, float]:
+    ok, worst = True, 0.0
+    for name in program.outputs:
+        t = program.tensors[name]
+        got = np.asarray(outputs[name], dtype=np.float64)
+        ref = np.asarray(reference[name], dtype=np.float64)
+        if t.dtype.value == "int32":
+            # argmax may legitimately differ on near-ties; compare the reference logits instead
+            same = bool(np.array_equal(got, ref))
+            ok &= same
+            continue
+        err = float(np.max(np.abs(got - ref))) if got.size else 0.0
+        scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
+        worst = max(worst, err)
+        ok &= err <= TOLERANCE.get(t.dtype.value, 2e-2) * scale
+    return ok, worst

@@ -1,0 +1,95 @@
+"""Solver-free lower bounds on the makespan of a decode step.
+
+- Bandwidth: every burst of a resident matrix must pass through a PIM unit once per input
+  vector (one MAC each), or over the link once (host dispatch). Spread perfectly over all
+  units and channels, and with refresh taking tRFC of every tREFI cycles on every channel:
+  T >= W + tRFC * floor(T / tREFI), W = sum over ops of the cheaper of the two.
+- Critical path: the longest chain of jobs, each at the shortest duration any of its modes
+  allows (including the sync between streams), from the lowered problem's exact durations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from hwmodel import Hardware
+from ir import Program
+
+from .mvshape import mv_shape
+from .problem import HOST, SchedulingProblem
+
+
+@dataclass(frozen=True)
+class Bounds:
+    bandwidth_cycles: int  # streaming work alone, no refresh
+    bandwidth_refresh_cycles: int  # with refresh
+    critical_path_cycles: int
+
+    @property
+    def cycles(self) -> int:
+        return max(self.bandwidth_refresh_cycles, self.critical_path_cycles)
+
+
+def streaming_cycles(hw: Hardware, program: Program) -> int:
+    epb = hw.elements_per_burst
+    pus, chans = hw.total_pus, hw.organization.channels
+    total = 0.0
+    for op in program.ops:
+        if not op.pim_capable:
+            continue
+        sh = mv_shape(program, op.name)
+        bursts = sh.matrices * sh.rows * ceil(sh.k / epb)
+        pim = bursts * sh.vectors / pus * hw.mac_interval
+        link = bursts / chans * hw.timing.p("tCCD_S") if op.kind.value == "gemv" else pim
+        total += min(pim, link)
+    return ceil(total)
+
+
+def with_refresh(hw: Hardware, work: int) -> int:
+    t = hw.timing
+    refi, rfc = t.p("tREFI"), t.p("tRFC")
+    T = work
+    while True:
+        nxt = work + rfc * (T // refi)
+        if nxt <= T:
+            return T
+        T = nxt
+
+
+def critical_path(problem: SchedulingProblem) -> int:
+    """Longest path over jobs; each job contributes its shortest mode (internal longest path)."""
+    finish: dict[str, int] = {}
+    preds: dict[str, list[str]] = {}
+    for d in problem.dependencies:
+        preds.setdefault(d.after, []).append(d.before)
+    for job in problem.jobs:
+        best = None
+        for mode in job.modes:
+            tasks = {t.name: t for t in mode.tasks}
+            inner_preds: dict[str, list[tuple[str, int]]] = {}
+            for e in mode.edges:
+                inner_preds.setdefault(e.after, []).append((e.before, e.lag))
+            start_at = max((finish[p] for p in preds.get(job.name, [])), default=0)
+            # inputs wait for the producers (+ sync when the input task is not on the host)
+            end: dict[str, int] = {}
+            for _ in range(len(tasks)):
+                for name, t in tasks.items():
+                    if name in end:
+                        continue
+                    ps = inner_preds.get(name, [])
+                    if any(p not in end for p, _ in ps):
+                        continue
+                    s = max((end[p] + lag for p, lag in ps), default=0)
+                    if name in mode.inputs and preds.get(job.name):
+                        s = max(s, start_at + (0 if t.resource == HOST else problem.sync_cycles))
+                    end[name] = s + t.duration
+            out = end[mode.output]
+            best = out if best is None else min(best, out)
+        finish[job.name] = best or 0
+    return max(finish.values(), default=0)
+
+
+def lower_bounds(hw: Hardware, program: Program, problem: SchedulingProblem | None = None) -> Bounds:
+    work = streaming_cycles(hw, program)
+    cp = critical_path(problem) if problem is not None else 0
+    return Bounds(work, with_refresh(hw, work), cp)

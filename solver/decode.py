@@ -1,0 +1,257 @@
+"""Decode: a Solution -> stamped per-channel streams + host stream, exact to the cycle.
+
+1. Rows: each chosen mode gets its rows in every bank of its groups (allocated in job order).
+2. Timeline: tasks are laid out in the order of the solution's start times, each at its earliest
+   legal cycle given its resource, the internal edges of its mode, its job's dependencies (plus a
+   sync between streams) and refresh: before a group task, REFs are issued on the group's
+   channels whenever the task would otherwise end with more than `max_postponed` REFs owed,
+   and idle gaps absorb owed REFs; at the end every owed REF is issued. Because each task was
+   timed alone from a quiet state and its `duration` covers every constraint its commands start,
+   the composed program is legal, and its makespan is known before it is simulated.
+3. Streams: each task's commands stamped at start + relative issue cycle, with SIG after a task
+   whose results another stream waits for and WAIT before a task that waits.
+Deterministic: same problem and solution, same bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hwmodel.isa import Instruction, make
+from hwmodel.streams import Placement, StreamSet
+from ir import OpKind
+
+from .emit_mv import MVEmitter
+from .host_emit import emit_weight_read
+from .kv_emit import emit_kv_append
+from .layout import Layout
+from .lower import Lowering
+from .problem import HOST, SchedulingProblem, Solution
+from .symbols import Symbols, staging
+from .task_timing import max_latency_after, time_task
+
+
+class DecodeError(RuntimeError):
+    pass
+
+
+@dataclass
+class Compiled:
+    streams: StreamSet
+    predicted_cycles: int
+    task_starts: dict[str, int]
+    refreshes: dict[str, list[int]]
+    rows_used: dict[str, int]
+    layouts: dict[str, Layout] = field(default_factory=dict)
+
+
+@dataclass
+class _Placed:
+    task: str
+    resource: str
+    start: int
+    end: int  # quiet end (next command on the resource may follow)
+    completion: int
+    per_channel: dict[int, list[Instruction]]  # channel -> relative-stamped instructions (or host)
+
+
+def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tuple[dict[str, list[Layout]], dict[str, int]]:
+    """Allocate rows for every tiling of every chosen mode, in job order, per group."""
+    hw = lowering.hw
+    groups = {g.name: g for g in problem.groups}
+    used = {g.name: 0 for g in problem.groups}
+    cap = {g.name: g.capacity_rows for g in problem.groups}
+    out: dict[str, list[Layout]] = {}
+    for job in problem.jobs:
+        out[job.name] = []
+        for pl in chosen[job.name].payload.tilings:
+            tiling = lowering.tiling(pl.shape, pl.channels, pl.style)
+            probe = Layout(hw, tiling, 0)
+            base = {}
+            for g in pl.groups:
+                for c in groups[g].channels:
+                    base[c] = used[g]
+                used[g] += probe.rows_per_bank
+                if used[g] > cap[g]:
+                    raise DecodeError(f"group {g}: {used[g]} rows per bank needed, {cap[g]} available")
+            out[job.name].append(Layout(hw, tiling, base))
+    return out, used
+
+
+def _task_commands(hw, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts):
+    """(per-channel relative-stamped instructions, duration, completion) of one task."""
+    kind, what = role
+    if kind in ("EPI", "HOP"):
+        return {-1: [make(kind, op=op_index[what], cycle=0)]}, task.duration, task.duration
+    pl, lay = tilings[what], layouts[what]
+    g = groups[task.resource]
+    cis = [pl.channels.index(c) for c in g.channels]
+    per: dict[int, list[Instruction]] = {}
+    if kind == "append":
+        end = comp = 0
+        for ci in cis:
+            seq = emit_kv_append(hw, lay, sym, ci, *pl.append)
+            per[pl.channels[ci]] = []
+            if seq:
+                tt = time_task(hw, seq)
+                per[pl.channels[ci]] = [i.at(s) for i, s in zip(seq, tt.issue)]
+                end, comp = max(end, tt.duration), max(comp, tt.completion)
+        return per, max(end, 1), comp
+    if kind == "mv":
+        emitter = MVEmitter(hw, lay, sym, pl.style)
+        emit = emitter.emit
+    else:
+        def emit(ci: int) -> list[Instruction]:
+            return emit_weight_read(hw, lay, sym, ci)
+    rep = emit(cis[0])
+    tt = time_task(hw, rep)
+    for ci in cis:
+        seq = rep if ci == cis[0] else emit(ci)
+        if len(seq) != len(rep):
+            raise DecodeError(f"{task.name}: channel streams differ in length; cannot run in lockstep")
+        per[pl.channels[ci]] = [i.at(s) for i, s in zip(seq, tt.issue)]
+    return per, tt.duration, tt.completion
+
+
+def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -> Compiled:
+    hw, program = lowering.hw, lowering.program
+    groups = {g.name: g for g in problem.groups}
+    sym = Symbols()
+    for name in program.inputs:
+        sym.id(name)
+    op_index = {op.name: i for i, op in enumerate(program.ops)}
+    chosen = {j.name: next(m for m in j.modes if m.name == solution.modes[j.name]) for j in problem.jobs}
+    layouts, used = _layouts(problem, lowering, chosen)
+
+    # ---- per task: commands (relative stamps) -------------------------------------------------
+    commands: dict[str, tuple[dict[int, list[Instruction]], int, int]] = {}
+    placements: list[Placement] = []
+    for job in problem.jobs:
+        mode = chosen[job.name]
+        tilings = mode.payload.tilings
+        for pl, lay in zip(tilings, layouts[job.name]):
+            placements.extend(lay.placements())
+            if pl.kind == "hostgemv":
+                sym.id(pl.shape.resident)
+        for task in mode.tasks:
+            commands[task.name] = _task_commands(hw, sym, op_index, groups, task, mode.payload.roles[task.name],
+                                                 tilings, layouts[job.name])
+    for t in program.tensors.values():
+        if t.role.value != "kv_cache":
+            sym.id(t.name)
+
+    # ---- exact timeline ------------------------------------------------------------------------
+    job_of_task: dict[str, str] = {}
+    for job in problem.jobs:
+        for t in chosen[job.name].tasks:
+            job_of_task[t.name] = job.name
+    job_pos = {j.name: i for i, j in enumerate(problem.jobs)}
+    tasks = [t for j in problem.jobs for t in chosen[j.name].tasks]
+    tasks.sort(key=lambda t: (solution.starts.get(t.name, 0), job_pos[job_of_task[t.name]]))
+    preds: dict[str, list[tuple[str, int]]] = {t.name: [] for t in tasks}
+    res_of = {t.name: t.resource for t in tasks}
+    for job in problem.jobs:
+        mode = chosen[job.name]
+        for e in mode.edges:
+            preds[e.after].append((e.before, e.lag))
+    for dep in problem.dependencies:
+        out = chosen[dep.before].output
+        for tin in chosen[dep.after].inputs:
+            preds[tin].append((out, problem.lag(res_of[out], res_of[tin])))
+
+    ref = problem.refresh
+    lat = max_latency_after(hw)
+    ref_len = lat["REF"]
+    free = {r: 0 for r in problem.resources()}
+    refs: dict[str, list[int]] = {g: [] for g in groups}
+    placed: dict[str, _Placed] = {}
+
+    def owed(g: str, t: int) -> int:
+        return t // ref.tREFI - len(refs[g]) if ref else 0
+
+    for t in tasks:
+        per, dur, comp = commands[t.name]
+        est = free[t.resource]
+        for p, lag in preds[t.name]:
+            if p not in placed:
+                raise DecodeError(f"task {t.name} ordered before its predecessor {p}")
+            est = max(est, placed[p].end + lag)
+        if ref and t.resource != HOST:
+            g = t.resource
+            # use the idle gap for REFs that are due
+            while owed(g, est) > 0 and free[g] + ref_len <= est:
+                refs[g].append(free[g])
+                free[g] += ref_len
+            while owed(g, est + dur) > ref.max_postponed:
+                at = free[g]
+                refs[g].append(at)
+                free[g] = at + ref_len
+                est = max(est, free[g])
+        placed[t.name] = _Placed(t.name, t.resource, est, est + dur, est + comp, per)
+        free[t.resource] = est + dur
+
+    def makespan() -> int:
+        last = max((p.completion for p in placed.values()), default=0)
+        for g, rs in refs.items():
+            if rs:
+                last = max(last, rs[-1] + hw.timing.p("tRFC"))
+        return last
+
+    if ref:
+        while True:
+            T = makespan()
+            pending = [g for g in groups if owed(g, T) > 0]
+            if not pending:
+                break
+            for g in pending:
+                at = max(free[g], refs[g][-1] + ref_len if refs[g] else 0)
+                refs[g].append(at)
+                free[g] = at + ref_len
+
+    # ---- streams ----------------------------------------------------------------------------------
+    succs_cross: dict[str, bool] = {t.name: False for t in tasks}
+    for name, ps in preds.items():
+        for p, _lag in ps:
+            if res_of[p] != res_of[name]:
+                succs_cross[p] = True
+    channels: list[list[tuple[int, int, list[Instruction]]]] = [[] for _ in range(hw.organization.channels)]
+    host: list[tuple[int, int, list[Instruction]]] = []
+    sig_ids: dict[tuple[str, int], int] = {}
+    next_sig = 0
+
+    def sig(task: str, ch: int) -> int:
+        nonlocal next_sig
+        key = (task, ch)
+        if key not in sig_ids:
+            sig_ids[key] = next_sig
+            next_sig += 1
+        return sig_ids[key]
+
+    order = sorted(placed.values(), key=lambda p: (p.start, job_pos[job_of_task[p.task]], p.task))
+    for pt in order:
+        if pt.resource == HOST:
+            chans = [-1]
+        else:
+            chans = list(groups[pt.resource].channels)
+        for ch in chans:
+            body: list[Instruction] = []
+            for p, _lag in preds[pt.task]:
+                if res_of[p] == pt.resource:
+                    continue
+                src_chans = [-1] if res_of[p] == HOST else list(groups[res_of[p]].channels)
+                for sc in src_chans:
+                    body.append(make("WAIT", id=sig(p, sc)))
+            for ins in pt.per_channel.get(ch, []):
+                body.append(ins.at(pt.start + ins.cycle))
+            if succs_cross[pt.task]:
+                body.append(make("SIG", id=sig(pt.task, ch)))
+            item = (pt.start, 1, body)
+            (host if ch == -1 else channels[ch]).append(item)
+    for g, rs in refs.items():
+        for at in rs:
+            for ch in groups[g].channels:
+                channels[ch].append((at, 0, [make("REF", cycle=at)]))
+    stream_channels = [[i for _, _, body in sorted(items, key=lambda x: (x[0], x[1])) for i in body] for items in channels]
+    stream_host = [i for _, _, body in sorted(host, key=lambda x: (x[0], x[1])) for i in body]
+    streams = StreamSet(hw.name, "1.0", sym.names, stream_channels, stream_host, placements)
+    return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used,
+                    {j: ls[0] for j, ls in layouts.items() if ls})

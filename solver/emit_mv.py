@@ -1,0 +1,208 @@
+"""Emit the command sequence of one MV task on one channel (unstamped, in issue order).
+
+The order is what makes it fast; the simulator's earliest-legal-cycle issue makes it exact.
+`style="overlap"` (what the solver uses):
+- ping-pong: while the units read one DRAM row (segment) in one bank of each pair, the other
+  bank is precharged and activated for the next segment (PRE right after the segment's first
+  MAC, ACT once tRP has passed in MAC time);
+- double-buffered global buffer: the next chunk's WRGB bursts are interleaved one by one
+  between the MAC sweeps of the current chunk;
+- accumulators read out (RDACC) per unit at the end of each pass.
+`style="naive"` (vendor-library style): the whole chunk is written to the global buffer before
+its MACs, each DRAM row is activated only when needed and precharged right after use, nothing
+overlaps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+
+from hwmodel import Hardware
+from hwmodel.isa import Instruction, make
+
+from .layout import Layout
+from .symbols import Symbols, staging
+from .tiling import Tiling
+
+
+@dataclass
+class _BankSets:
+    """Which segment each bank set (bank index within the unit) has open."""
+
+    open: dict[int, int] = field(default_factory=dict)
+
+
+class MVEmitter:
+    def __init__(self, hw: Hardware, layout: Layout, symbols: Symbols, style: str = "overlap"):
+        self.hw, self.lay, self.t, self.sym = hw, layout, layout.t, symbols
+        self.style = style
+        self.bpp = hw.pim.banks_per_pu
+        self.epb = hw.elements_per_burst
+        for out in self.t.shape.outputs:
+            symbols.id(staging(out))
+        self.vec_sym = symbols.id(self.t.shape.vector)
+
+    # ------------------------------------------------------------------------------------------
+    def steps(self):
+        """(slot, pass, vector group, chunk) in execution order."""
+        t = self.t
+        for slot in range(t.slot_count):
+            for p in range(t.passes):
+                for g in range(t.vector_groups):
+                    for c in range(t.chunks):
+                        yield slot, p, g, c
+
+    def _group_vectors(self, g: int) -> range:
+        t = self.t
+        return range(g * t.vg, min(t.shape.vectors, (g + 1) * t.vg))
+
+    def _wrgb(self, ci: int, slot: int, g: int, c: int, half: int) -> list[Instruction]:
+        """GB writes for chunk c of the vectors of group g (one burst per instruction)."""
+        t, sh = self.t, self.t.shape
+        sl = t.slots[ci][slot] or next(s for s in t.slots[0] if s is not None)
+        base = half * (self.hw.gb_bursts // 2 if t.double_buffer else 0)
+        out = []
+        n = t.chunk_len(c)
+        for vi, v in enumerate(self._group_vectors(g)):
+            for b in range(n):
+                k = (c * t.chunk_bursts + b) * self.epb
+                src = sh.vector_index(sl.matrix, v, k)
+                out.append(make("WRGB", gb=base + vi * t.chunk_bursts + b, count=1, src=self.vec_sym, offset=src))
+        return out
+
+    def _rdacc(self, ci: int, slot: int, p: int, g: int) -> list[Instruction]:
+        t, sh = self.t, self.t.shape
+        out = []
+        for pu in range(t.pus):
+            held = t.pu_rows(ci, slot, pu)
+            if held is None:
+                continue
+            m, r0, r1 = held
+            pr0 = r0 + p * t.rows_per_pass
+            n = min(t.pass_rows(p), r1 - pr0)
+            if n <= 0:
+                continue
+            bank = pu * self.bpp
+            # one RDACC per vector and per run of rows that belong to one output (fused parts)
+            runs, a = [], 0
+            while a < n:
+                b = a + 1
+                while b < n and sh.same_part(pr0 + a, pr0 + b):
+                    b += 1
+                runs.append((a, b))
+                a = b
+            for vi, v in enumerate(self._group_vectors(g)):
+                for a0, a1 in runs:
+                    tensor, offset = sh.output_at(m, v, pr0 + a0)
+                    out.append(make("RDACC", bank=bank, acc=vi * t.rows_per_pass + a0, count=a1 - a0,
+                                    dst=self.sym.id(staging(tensor)), offset=offset, stride=1))
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    def emit(self, ci: int) -> list[Instruction]:
+        """The command sequence of channel `channels[ci]` of the tiling."""
+        t, lay, hw = self.t, self.lay, self.hw
+        overlap = self.style == "overlap"
+        seq: list[Instruction] = []
+        banks = _BankSets()
+        steps = list(self.steps())
+        # segment access order, to know the next distinct segment at every point
+        access: list[tuple[int, int, int, int, int]] = []  # (step index, a, segment, col, len)
+        for si, (slot, p, g, c) in enumerate(steps):
+            for a in range(t.pass_rows(p)):
+                addr = lay.address(slot, p, c, a)
+                access.append((si, a, addr.segment, addr.col, t.chunk_len(c)))
+        next_seg: list[int | None] = [None] * len(access)
+        # next distinct segment after the run of access[i]'s segment
+        nxt = None
+        for i in range(len(access) - 1, -1, -1):
+            next_seg[i] = nxt
+            if i == 0 or access[i - 1][2] != access[i][2]:
+                nxt = access[i][2]
+
+        pending_gb: list[Instruction] = []
+        prefetch_act: Instruction | None = None
+        prefetch_wait = 0  # MAC bursts to issue before the prefetch ACT
+        mac_interval = hw.mac_interval
+        trp_bursts = ceil((hw.timing.p("tRP") + hw.timing.p("tRTP")) / mac_interval)
+
+        base_row = lay.base_rows[t.channels[ci]]
+
+        def open_segment(seg: int) -> None:
+            sel = seg % self.bpp
+            cur = banks.open.get(sel)
+            if cur == seg:
+                return
+            if cur is not None:
+                seq.append(make("PRE", mask=lay.segment_mask(cur)))
+            seq.append(make("ACT", mask=lay.segment_mask(seg), row=base_row + seg // self.bpp))
+            banks.open[sel] = seg
+
+        prev_step = None
+        step_of_access = 0
+        for idx, (si, a, seg, col, n) in enumerate(access):
+            slot, p, g, c = steps[si]
+            if si != prev_step:
+                # entering a new chunk step
+                if prev_step is not None:
+                    ps, pp, pg, pc = steps[prev_step]
+                    if (ps, pp, pg) != (slot, p, g):
+                        seq.extend(pending_gb)
+                        pending_gb = []
+                        seq.extend(self._rdacc(ci, ps, pp, pg))
+                half = step_of_access % 2
+                if not overlap or step_of_access == 0 or not t.double_buffer:
+                    seq.extend(self._wrgb(ci, slot, g, c, half if t.double_buffer and overlap else 0))
+                else:
+                    seq.extend(pending_gb)
+                    pending_gb = []
+                # queue the next step's GB load (double buffer)
+                if overlap and t.double_buffer and si + 1 < len(steps):
+                    ns, npp, ng, nc = steps[si + 1]
+                    pending_gb = self._wrgb(ci, ns, ng, nc, (step_of_access + 1) % 2)
+                step_of_access += 1
+                prev_step = si
+            if prefetch_act is not None and seg == _segment_of(prefetch_act, base_row, self.bpp):
+                seq.append(prefetch_act)  # not yet issued: issue now, before its first MAC
+                prefetch_act = None
+            open_segment(seg)
+            for vi, _v in enumerate(self._group_vectors(g)):
+                gbase = (half * (hw.gb_bursts // 2) if (t.double_buffer and overlap) else 0) + vi * t.chunk_bursts
+                seq.append(make("MAC", mask=lay.segment_mask(seg), col=col, count=n, gb=gbase,
+                                acc=vi * t.rows_per_pass + a))
+                if pending_gb and overlap:
+                    seq.append(pending_gb.pop(0))
+                if prefetch_act is not None:
+                    prefetch_wait -= n
+                    if prefetch_wait <= 0:
+                        seq.append(prefetch_act)
+                        prefetch_act = None
+            if not overlap:
+                continue
+            # first access of a segment: prepare the next distinct segment in the other bank set
+            if (idx == 0 or access[idx - 1][2] != seg) and next_seg[idx] is not None and self.bpp > 1:
+                ns = next_seg[idx]
+                sel = ns % self.bpp
+                if sel != seg % self.bpp and banks.open.get(sel) != ns:
+                    cur = banks.open.get(sel)
+                    if cur is not None:
+                        seq.append(make("PRE", mask=lay.segment_mask(cur)))
+                    prefetch_act = make("ACT", mask=lay.segment_mask(ns), row=base_row + ns // self.bpp)
+                    prefetch_wait = trp_bursts
+                    banks.open[sel] = ns
+        if prefetch_act is not None:
+            seq.append(prefetch_act)
+        seq.extend(pending_gb)
+        if prev_step is not None:
+            ps, pp, pg, _pc = steps[prev_step]
+            seq.extend(self._rdacc(ci, ps, pp, pg))
+        for sel, seg in sorted(banks.open.items()):
+            seq.append(make("PRE", mask=lay.segment_mask(seg)))
+        return seq
+
+
+def _segment_of(act: Instruction, base_row: int, bpp: int) -> int:
+    row = act.get("row") - base_row
+    mask = act.get("mask")
+    sel = (mask & -mask).bit_length() - 1
+    return row * bpp + sel % bpp

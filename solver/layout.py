@@ -1,0 +1,135 @@
+"""DRAM-row-aligned layout of an MV op's blocks in the banks of its channels.
+
+Inside each PIM unit the resident data is laid out in the order the MAC commands consume it:
+slot, pass, chunk, row-in-pass, each *run* (one row's chunk) taking `chunk_bursts` consecutive
+bursts. Runs never straddle a DRAM row (chunk_bursts divides the row's columns). DRAM rows
+(*segments*) alternate between the unit's banks (ping-pong: while one bank is being read, the
+other one is precharged and activated), so segment i lives in bank `pu*bpp + i % bpp`, DRAM row
+`base_row + i // bpp`. Every unit of every channel of the tiling uses the same addresses.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from hwmodel import Hardware
+from hwmodel.streams import Placement
+
+from .tiling import Tiling
+
+
+@dataclass(frozen=True)
+class RunAddress:
+    segment: int
+    col: int
+
+    def bank(self, pu: int, bpp: int) -> int:
+        return pu * bpp + self.segment % bpp
+
+    def row(self, base_row: int, bpp: int) -> int:
+        return base_row + self.segment // bpp
+
+
+class Layout:
+    def __init__(self, hw: Hardware, tiling: Tiling, base_rows: dict[int, int] | int = 0):
+        self.hw, self.t = hw, tiling
+        if isinstance(base_rows, int):
+            base_rows = {ch: base_rows for ch in tiling.channels}
+        self.base_rows = base_rows
+        self.bpp = hw.pim.banks_per_pu
+        self.columns = hw.organization.columns
+        t = tiling
+        # run index of (slot, pass, chunk, a): offsets per (slot, pass)
+        self._pass_base: list[list[int]] = []
+        n = 0
+        for _s in range(t.slot_count):
+            bases = []
+            for p in range(t.passes):
+                bases.append(n)
+                n += t.chunks * t.pass_rows(p)
+            self._pass_base.append(bases)
+        self.runs = n
+
+    def run_index(self, slot: int, p: int, c: int, a: int) -> int:
+        return self._pass_base[slot][p] + c * self.t.pass_rows(p) + a
+
+    def address(self, slot: int, p: int, c: int, a: int) -> RunAddress:
+        burst = self.run_index(slot, p, c, a) * self.t.chunk_bursts
+        return RunAddress(burst // self.columns, burst % self.columns)
+
+    @property
+    def segments(self) -> int:
+        return ceil(self.runs * self.t.chunk_bursts / self.columns)
+
+    @property
+    def rows_per_bank(self) -> int:
+        return ceil(self.segments / self.bpp)
+
+    def segment_mask(self, segment: int) -> int:
+        sel = segment % self.bpp
+        mask = 0
+        for pu in range(self.t.pus):
+            mask |= 1 << (pu * self.bpp + sel)
+        return mask
+
+    def placements(self) -> list[Placement]:
+        """Where every real element of the resident tensor lives."""
+        t, sh = self.t, self.t.shape
+        epb = t.elements_per_burst
+        stride_k = sh.element_stride()
+        out: list[Placement] = []
+        for ci, ch in enumerate(t.channels):
+            for slot in range(t.slot_count):
+                for pu in range(t.pus):
+                    held = t.pu_rows(ci, slot, pu)
+                    if held is None:
+                        continue
+                    m, r0, r1 = held
+                    for p in range(t.passes):
+                        pr0 = r0 + p * t.rows_per_pass
+                        nrows = min(t.pass_rows(p), r1 - pr0)
+                        if nrows <= 0:
+                            continue
+                        for c in range(t.chunks):
+                            k0 = c * t.chunk_bursts * epb
+                            klen = min(t.chunk_len(c) * epb, sh.k - k0)
+                            full = klen == t.chunk_bursts * epb
+                            a0 = self.address(slot, p, c, 0)
+                            a1 = self.address(slot, p, c, nrows - 1)
+                            if (stride_k == 1 and full and a0.segment == a1.segment
+                                    and sh.same_part(pr0, pr0 + nrows - 1)):
+                                # the pass's rows are consecutive runs in one DRAM row
+                                row_stride = sh.element_index(m, pr0 + 1, k0) - sh.element_index(m, pr0, k0)
+                                out.append(Placement(sh.resident_at(pr0), ch, a0.bank(pu, self.bpp),
+                                                     a0.row(self.base_rows[ch], self.bpp), a0.col,
+                                                     sh.element_index(m, pr0, k0), klen, nrows, row_stride))
+                                continue
+                            for a in range(nrows):
+                                addr = self.address(slot, p, c, a)
+                                bank = addr.bank(pu, self.bpp)
+                                row = addr.row(self.base_rows[ch], self.bpp)
+                                start = sh.element_index(m, pr0 + a, k0)
+                                tensor = sh.resident_at(pr0 + a)
+                                if stride_k == 1:
+                                    out.append(Placement(tensor, ch, bank, row, addr.col, start, klen))
+                                else:
+                                    out.append(Placement(tensor, ch, bank, row, addr.col, start, 1, klen, stride_k))
+        return out
+
+    def locate(self, ch_index: int, m: int, row: int, k: int) -> tuple[int, int, int, int, int] | None:
+        """(pu, bank, dram row, col, lane) of matrix m's element (row, k) on that channel."""
+        t = self.t
+        epb = t.elements_per_burst
+        for slot in range(t.slot_count):
+            for pu in range(t.pus):
+                held = t.pu_rows(ch_index, slot, pu)
+                if held is None or held[0] != m or not held[1] <= row < held[2]:
+                    continue
+                local = row - held[1]
+                p, a = divmod(local, t.rows_per_pass)
+                c, within = divmod(k, t.chunk_bursts * epb)
+                addr = self.address(slot, p, c, a)
+                burst, lane = divmod(within, epb)
+                base = self.base_rows[t.channels[ch_index]]
+                return pu, addr.bank(pu, self.bpp), addr.row(base, self.bpp), addr.col + burst, lane
+        return None

@@ -1,0 +1,325 @@
+"""Lowering: ir.Program + Hardware -> SchedulingProblem with exact task durations.
+
+Jobs follow the program in topological order:
+- a gemv becomes a job whose modes are PIM tilings over channel-group subsets (all groups,
+  each half, each single group) and, as a dispatch alternative, the host (weights read over
+  the link, GEMM on the host matrix unit);
+- kv_append + attn_score and kv_append + attn_context become one job each (the append writes
+  where the attention op's layout keeps the cache), PIM over group subsets;
+- every other op is a host job (one HOP task).
+Every task's duration comes from emitting its commands and issuing them with the simulator's
+rules (`task_timing`). Durations are cached per (op shape, group count, style): repeated layers
+cost one emission.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hwmodel import Hardware
+from ir import OpKind, Program
+
+from .emit_mv import MVEmitter
+from .host_emit import emit_weight_read
+from .kv_emit import emit_kv_append
+from .layout import Layout
+from .mvshape import MVShape, fused_shape, mv_shape
+from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
+from .symbols import Symbols
+from .task_timing import TaskTiming, time_task
+from .tiling import Tiling, make_tiling
+
+
+@dataclass(frozen=True)
+class LowerOptions:
+    groups: int = 4
+    style: str = "overlap"  # "overlap" | "naive"
+    host_gemv: bool = True  # offer host dispatch for gemv
+    subsets: str = "all"  # "all" (every candidate subset) | "full" (only all groups)
+    fuse: bool = True  # offer fused modes for gemvs that share their input
+
+
+@dataclass
+class MVPayload:
+    """What the decoder needs to emit a PIM mode: tiling over the chosen channels."""
+
+    kind: str  # "mv" | "hostgemv"
+    op: str
+    shape: MVShape
+    groups: tuple[str, ...]
+    channels: tuple[int, ...]
+    style: str
+    append: tuple[str, int] | None = None  # (new k/v tensor, position) for attention jobs
+    host_op: str | None = None
+
+
+@dataclass
+class HostPayload:
+    op: str
+    kind: str = "HOP"  # "HOP" | "EPI"
+
+
+@dataclass
+class ModePayload:
+    """For the decoder: the MV tilings a mode lays out (rows allocated in this order) and what
+    each task runs: ("mv", i) / ("append", i) / ("rd", i) on the i-th tiling's channels of the
+    task's group, or ("EPI", op) / ("HOP", op) on the host."""
+
+    tilings: tuple[MVPayload, ...]
+    roles: dict[str, tuple[str, object]]
+
+
+@dataclass
+class Lowering:
+    hw: Hardware
+    program: Program
+    options: LowerOptions
+    groups: list[Group]
+    timings: dict[tuple, TaskTiming] = field(default_factory=dict)
+    max_tail: int = 0  # max over timed tasks of duration - completion (quiet end after last data)
+
+    def tiling(self, shape: MVShape, channels: tuple[int, ...], style: str) -> Tiling:
+        return make_tiling(self.hw, shape, channels, double_buffer=(style == "overlap"))
+
+
+def make_groups(hw: Hardware, count: int, capacity_rows: int) -> list[Group]:
+    ch = hw.organization.channels
+    count = max(1, min(count, ch))
+    while ch % count:
+        count -= 1
+    size = ch // count
+    return [Group(f"g{i}", tuple(range(i * size, (i + 1) * size)), capacity_rows) for i in range(count)]
+
+
+def group_subsets(groups: list[Group], which: str) -> list[tuple[int, ...]]:
+    n = len(groups)
+    subsets = [tuple(range(n))]
+    if which == "full" or n == 1:
+        return subsets
+    if n >= 4:
+        subsets += [tuple(range(n // 2)), tuple(range(n // 2, n))]
+    subsets += [(i,) for i in range(n)]
+    return subsets
+
+
+def _signature(shape: MVShape) -> tuple:
+    return (shape.kind_key, shape.matrices, shape.rows, shape.k, shape.vectors)
+
+
+class Lowerer:
+    def __init__(self, hw: Hardware, program: Program, options: LowerOptions):
+        self.hw, self.p, self.opt = hw, program, options
+        self.groups = make_groups(hw, options.groups, hw.organization.rows)
+        self.lowering = Lowering(hw, program, options, self.groups)
+        self.host_cycles = _host_cost(hw, program)
+
+    # ---- timing of one task (cached) ---------------------------------------------------------
+    def _mv_timing(self, shape: MVShape, channels: tuple[int, ...], style: str, kind: str) -> tuple[TaskTiming, Layout]:
+        tiling = self.lowering.tiling(shape, channels, style)
+        layout = Layout(self.hw, tiling)
+        key = (kind, _signature(shape), len(channels), style)
+        if key not in self.lowering.timings:
+            sym = Symbols()
+            if kind == "mv":
+                seq = MVEmitter(self.hw, layout, sym, style).emit(0)
+            else:
+                seq = emit_weight_read(self.hw, layout, sym, 0)
+            tt = self.lowering.timings[key] = time_task(self.hw, seq)
+            self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
+        return self.lowering.timings[key], layout
+
+    def _append_timing(self, layout: Layout, new: str, position: int) -> int:
+        """Longest append over the channels of the layout (channels differ: not cached)."""
+        worst = 0
+        sym = Symbols()
+        for ci in range(len(layout.t.channels)):
+            seq = emit_kv_append(self.hw, layout, sym, ci, new, position)
+            if seq:
+                tt = time_task(self.hw, seq)
+                worst = max(worst, tt.duration)
+                self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
+        return worst
+
+    # ---- jobs --------------------------------------------------------------------------------
+    def _pim_modes(self, name: str, shape: MVShape, append: tuple[str, int] | None, tag_prefix: str = "pim",
+                   subsets: str | None = None) -> list[Mode]:
+        """PIM modes over every candidate group subset: per group one task (+ its KV append),
+        then the epilogues of the covered ops on the host, one after another."""
+        modes = []
+        index = {op.name: i for i, op in enumerate(self.p.ops)}
+        for subset in group_subsets(self.groups, subsets or self.opt.subsets):
+            gnames = tuple(self.groups[i].name for i in subset)
+            channels = tuple(c for i in subset for c in self.groups[i].channels)
+            timing, layout = self._mv_timing(shape, channels, self.opt.style, "mv")
+            tag = f"{tag_prefix}[{'all' if len(subset) == len(self.groups) else ','.join(gnames)}]"
+            tasks, edges, inputs = [], [], []
+            epis = [Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op])) for op in shape.ops]
+            for g in gnames:
+                t = Task(f"{name}/{tag}/{g}", g, timing.duration)
+                if append is not None:
+                    a = Task(f"{name}/{tag}/{g}/append", g, max(1, self._append_timing(layout, *append)))
+                    tasks.append(a)
+                    inputs.append(a.name)
+                    edges.append(Edge(a.name, t.name, 0))
+                tasks.append(t)
+                inputs.append(t.name)
+                edges.append(Edge(t.name, epis[0].name, self.hw.host.sync_cycles))
+            for a, b in zip(epis, epis[1:]):
+                edges.append(Edge(a.name, b.name, 0))
+            usage = {g: layout.rows_per_bank for g in gnames}
+            roles = {t.name: ("append" if t.name.endswith("/append") else "mv", 0) for t in tasks}
+            roles.update({e.name: ("EPI", op) for e, op in zip(epis, shape.ops)})
+            payload = ModePayload((MVPayload("mv", name, shape, gnames, channels, self.opt.style, append),), roles)
+            modes.append(Mode(tag, tuple(tasks) + tuple(epis), tuple(edges), tuple(inputs), epis[-1].name, usage,
+                              payload))
+        return modes
+
+    def _unfused_modes(self, name: str, ops: list[str]) -> list[Mode]:
+        """The ops of a fusion group run one after another, each on all groups (each epilogue as
+        soon as its op is done)."""
+        index = {op.name: i for i, op in enumerate(self.p.ops)}
+        channels = tuple(c for g in self.groups for c in g.channels)
+        tasks, edges, inputs, payloads, usage, roles = [], [], [], [], {}, {}
+        prev_epi = None
+        for i, op in enumerate(ops):
+            shape = mv_shape(self.p, op)
+            timing, layout = self._mv_timing(shape, channels, self.opt.style, "mv")
+            epi = Task(f"{name}/unfused/epi/{op}", HOST, self.host_cycles.epilogue(index[op]))
+            for g in self.groups:
+                t = Task(f"{name}/unfused/{op}/{g.name}", g.name, timing.duration)
+                roles[t.name] = ("mv", i)
+                tasks.append(t)
+                inputs.append(t.name)
+                edges.append(Edge(t.name, epi.name, self.hw.host.sync_cycles))
+                usage[g.name] = usage.get(g.name, 0) + layout.rows_per_bank
+            if prev_epi is not None:
+                edges.append(Edge(prev_epi.name, epi.name, 0))
+            tasks.append(epi)
+            roles[epi.name] = ("EPI", op)
+            prev_epi = epi
+            payloads.append(MVPayload("mv", op, shape, tuple(g.name for g in self.groups), channels, self.opt.style))
+        return [Mode("unfused[all]", tuple(tasks), tuple(edges), tuple(inputs), prev_epi.name, usage,
+                     ModePayload(tuple(payloads), roles))]
+
+    def _host_gemv_mode(self, name: str, op_index: int, shape: MVShape) -> Mode:
+        """Weights stay in all groups' banks (same layout as the all-group PIM mode), are read over
+        the link, and the GEMM runs on the host matrix unit."""
+        channels = tuple(c for g in self.groups for c in g.channels)
+        timing, layout = self._mv_timing(shape, channels, self.opt.style, "rd")
+        hop = Task(f"{name}/host/hop", HOST, self.host_cycles.op(op_index))
+        tasks, edges = [], []
+        for g in self.groups:
+            t = Task(f"{name}/host/{g.name}", g.name, timing.duration)
+            tasks.append(t)
+            edges.append(Edge(t.name, hop.name, self.hw.host.sync_cycles))
+        usage = {g.name: layout.rows_per_bank for g in self.groups}
+        tiling = MVPayload("hostgemv", self.p.ops[op_index].name, shape, tuple(g.name for g in self.groups),
+                           channels, self.opt.style, None, self.p.ops[op_index].name)
+        roles = {t.name: ("rd", 0) for t in tasks}
+        roles[hop.name] = ("HOP", self.p.ops[op_index].name)
+        return Mode("host", tuple(tasks) + (hop,), tuple(edges), (hop.name,),
+                    hop.name, usage, ModePayload((tiling,), roles))
+
+    def build(self) -> tuple[SchedulingProblem, Lowering]:
+        p = self.p
+        index = {op.name: i for i, op in enumerate(p.ops)}
+        producers = p.producers()
+        job_of_tensor: dict[str, str] = {}
+        jobs: list[Job] = []
+        deps: set[tuple[str, str]] = set()
+        absorbed: dict[str, str] = {}  # kv_append op -> attention job
+        ops = p.topo_order()
+        appends = {op.outputs[0]: op for op in ops if op.kind is OpKind.kv_append}
+        fusion = fusion_groups(p) if self.opt.fuse else {}
+        for op in ops:
+            if op.kind is OpKind.kv_append or absorbed.get(op.name):
+                continue
+            i = index[op.name]
+            covered = [op.name]
+            if op.kind in (OpKind.attn_score, OpKind.attn_context):
+                ap = appends.get(op.inputs[1])
+                append = (ap.inputs[1], ap.attrs["position"]) if ap is not None else None
+                if ap is not None:
+                    covered.insert(0, ap.name)
+                    absorbed[ap.name] = op.name
+                modes = self._pim_modes(op.name, mv_shape(p, op.name), append)
+            elif op.kind is OpKind.gemv and op.name in fusion:
+                members = fusion[op.name]
+                covered = list(members)
+                for m in members[1:]:
+                    absorbed[m] = op.name
+                name = "+".join(members)
+                modes = self._pim_modes(name, fused_shape(p, members, name), None, "fused")
+                if self.opt.style != "naive":
+                    modes += self._unfused_modes(name, members)
+                else:
+                    modes = self._unfused_modes(name, members)
+                jobs.append(Job(name, tuple(covered), tuple(modes)))
+                self._job_deps(name, covered, producers, absorbed, deps)
+                continue
+            elif op.kind is OpKind.gemv:
+                shape = mv_shape(p, op.name)
+                modes = self._pim_modes(op.name, shape, None)
+                if self.opt.host_gemv:
+                    modes.append(self._host_gemv_mode(op.name, i, shape))
+            else:
+                hop = Task(f"{op.name}/hop", HOST, self.host_cycles.op(i))
+                modes = [Mode("host", (hop,), (), (hop.name,), hop.name, {}, ModePayload((), {hop.name: ("HOP", op.name)}))]
+            if self.opt.style == "naive":
+                modes = [modes[0]]
+            jobs.append(Job(op.name, tuple(covered), tuple(modes)))
+            self._job_deps(op.name, covered, producers, absorbed, deps)
+        names = {j.name for j in jobs}
+        job_name = {o: j.name for j in jobs for o in j.ops}
+        dependencies = sorted({(job_name[a], job_name[b]) for a, b in deps if job_name[a] != job_name[b]},
+                              key=lambda d: (order_index(jobs, d[1]), order_index(jobs, d[0])))
+        dependencies = [Dependency(a, b) for a, b in dependencies if a in names and b in names]
+        t = self.hw.timing
+        refresh = Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh)
+        problem = SchedulingProblem(p.name, jobs, dependencies, self.groups, refresh, self.hw.host.sync_cycles)
+        problem.horizon = problem.trivial_horizon()
+        return problem, self.lowering
+
+
+    def _job_deps(self, job: str, covered: list[str], producers: dict[str, str], absorbed: dict[str, str],
+                  deps: set[tuple[str, str]]) -> None:
+        """Op-level edges (producer op -> covered op); mapped to jobs once all jobs exist."""
+        for cname in covered:
+            for t in self.p.op(cname).inputs:
+                src = producers.get(t)
+                if src is not None and src not in covered:
+                    deps.add((src, cname))
+
+
+def fusion_groups(program: Program) -> dict[str, list[str]]:
+    """Gemvs of one layer that read the same input (Q/K/V; gate/up): first op -> members."""
+    by_input: dict[tuple, list[str]] = {}
+    for op in program.topo_order():
+        if op.kind is OpKind.gemv:
+            w = program.tensors[op.inputs[1]]
+            by_input.setdefault((op.inputs[0], w.shape[1]), []).append(op.name)
+    return {ms[0]: ms for ms in by_input.values() if len(ms) > 1}
+
+
+def order_index(jobs: list[Job], name: str) -> int:
+    for i, j in enumerate(jobs):
+        if j.name == name:
+            return i
+    return -1
+
+
+class _host_cost:
+    def __init__(self, hw: Hardware, program: Program):
+        from sim.host import epilogue_cycles, host_op_cycles
+
+        self.hw, self.p = hw, program
+        self._op, self._epi = host_op_cycles, epilogue_cycles
+
+    def op(self, i: int) -> int:
+        return max(1, self._op(self.hw, self.p, i))
+
+    def epilogue(self, i: int) -> int:
+        return max(1, self._epi(self.hw, self.p, i))
+
+
+def lower(hw: Hardware, program: Program, options: LowerOptions | None = None) -> tuple[SchedulingProblem, Lowering]:
+    return Lowerer(hw, program, options or LowerOptions()).build()

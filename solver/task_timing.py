@@ -1,0 +1,85 @@
+"""Exact timing of one task's command sequence, measured by the simulator's own issue rules.
+
+A task runs alone on a channel from a quiet state (all banks precharged, no timing history).
+Its `duration` is the cycle from which *any* command may follow (every constraint that its
+commands start has expired), so tasks placed back to back on a channel stay legal;
+`completion` is when its last data has landed (what a SIG after it waits for).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwmodel import Hardware
+from hwmodel.isa import Instruction
+from hwmodel.model import COMMANDS
+from hwmodel.streams import StreamSet
+
+
+@dataclass(frozen=True)
+class TaskTiming:
+    issue: tuple[int, ...]  # relative issue cycle of every instruction
+    duration: int
+    completion: int
+
+
+def max_latency_after(hw: Hardware) -> dict[str, int]:
+    return _max_latency(hw)
+
+
+def _by_identity(fn):
+    """Cache on the object's identity (Hardware holds dicts, so it is not hashable)."""
+    cache: dict[int, tuple[object, object]] = {}
+
+    def wrapper(hw):
+        hit = cache.get(id(hw))
+        if hit is None or hit[0] is not hw:
+            hit = cache[id(hw)] = (hw, fn(hw))
+        return hit[1]
+
+    return wrapper
+
+
+@_by_identity
+def _max_latency(hw: Hardware) -> dict[str, int]:
+    out = {c: 1 for c in COMMANDS}
+    for c in hw.timing.constraints:
+        out[c.prev] = max(out[c.prev], hw.timing.latency_of(c))
+    # completion latencies (data) also bound what may follow safely
+    p = hw.timing.params
+    comp = {"RD": p["CL"] + p["BL2"], "RDACC": p["CL"] + p["BL2"], "WR": p["CWL"] + p["BL2"],
+            "WRGB": max(p["CWL"] + p["BL2"], p["tGB"]), "MAC": p["tMACL"], "ACT": p["tRCDRD"],
+            "PRE": p["tRP"], "REF": p["tRFC"]}
+    for k, v in comp.items():
+        out[k] = max(out[k], v)
+    return out
+
+
+@_by_identity
+def _without_refresh(hw: Hardware) -> Hardware:
+    """The same device with refresh never due: a task is timed alone, refresh is placed by the
+    decoder between tasks."""
+    params = dict(hw.timing.params)
+    params["tREFI"] = 1 << 40
+    return hw.model_copy(update={"timing": hw.timing.model_copy(update={"params": params})})
+
+
+def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
+    import numpy as np
+
+    import sim  # late import: the simulator defines the timing
+
+    if not instrs:
+        return TaskTiming((), 0, 0)
+    quiet_hw = _without_refresh(hw)
+    streams = StreamSet(hw.name, "1.0", [], [list(instrs)] + [[] for _ in range(hw.organization.channels - 1)], [])
+    res = sim.simulate(quiet_hw, streams, functional=False, record=True)
+    times = res.channel_times[0]
+    issue = tuple(int(x) for x in times.issue)
+    lat = _max_latency(hw)
+    quiet = 0
+    log = res.log
+    if log is not None and len(log):
+        lat_arr = np.array([lat[c] for c in COMMANDS], dtype=np.int64)
+        quiet = int((log["cycle"].astype(np.int64) + lat_arr[log["command"]]).max())
+    duration = max(quiet, int(res.cycles), int(times.last[-1]) + 1)
+    return TaskTiming(issue, duration, int(res.cycles))

@@ -1,0 +1,113 @@
+"""Tiling: how an MV op is cut over a set of channels, their PIM units, passes and chunks.
+
+A `Tiling` is pure arithmetic on an `MVShape` and the hardware: every channel of the set gets
+the same number of *slots* (matrix slices) with the same rows per PIM unit, so that all channels
+run the same command sequence in lockstep (padding rows hold no data and are never read out).
+Within a unit, rows are processed in *passes* of at most `acc_registers // vg` rows for a group
+of `vg` vectors, and the reduction dimension in *chunks* of `chunk_bursts` bursts per vector
+that fit in (half of, when double-buffered) the channel's global buffer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from hwmodel import Hardware
+
+from .mvshape import MVShape
+
+
+@dataclass(frozen=True)
+class Slice:
+    matrix: int
+    row0: int
+    row1: int  # exclusive
+
+
+@dataclass(frozen=True)
+class Tiling:
+    shape: MVShape
+    channels: tuple[int, ...]
+    slots: tuple[tuple[Slice | None, ...], ...]  # per channel (index in `channels`), per slot
+    rows_per_pu: int  # per slot
+    pus: int
+    vg: int  # vectors per group
+    rows_per_pass: int
+    chunk_bursts: int  # bursts per vector per chunk
+    elements_per_burst: int
+    double_buffer: bool
+
+    @property
+    def slot_count(self) -> int:
+        return len(self.slots[0])
+
+    @property
+    def k_bursts(self) -> int:
+        return ceil(self.shape.k / self.elements_per_burst)
+
+    @property
+    def chunks(self) -> int:
+        return ceil(self.k_bursts / self.chunk_bursts)
+
+    def chunk_len(self, c: int) -> int:
+        """Bursts of chunk c (the last one may be shorter)."""
+        return min(self.chunk_bursts, self.k_bursts - c * self.chunk_bursts)
+
+    @property
+    def vector_groups(self) -> int:
+        return ceil(self.shape.vectors / self.vg)
+
+    @property
+    def passes(self) -> int:
+        return ceil(self.rows_per_pu / self.rows_per_pass)
+
+    def pass_rows(self, p: int) -> int:
+        return min(self.rows_per_pass, self.rows_per_pu - p * self.rows_per_pass)
+
+    def pu_rows(self, ch_index: int, slot: int, pu: int) -> tuple[int, int, int] | None:
+        """(matrix, first row, end row) that unit `pu` holds in this slot, or None if padding."""
+        sl = self.slots[ch_index][slot]
+        if sl is None:
+            return None
+        r0 = sl.row0 + pu * self.rows_per_pu
+        r1 = min(r0 + self.rows_per_pu, sl.row1)
+        return (sl.matrix, r0, r1) if r0 < r1 else None
+
+
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    for d in range(min(n, cap), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_buffer: bool = True) -> Tiling:
+    nch = len(channels)
+    pus = hw.pus_per_channel
+    m, rows = shape.matrices, shape.rows
+    slots: list[list[Slice | None]]
+    if m >= nch:
+        per = ceil(m / nch)
+        slots = [[Slice(i, 0, rows) if (i := c + s * nch) < m else None for s in range(per)] for c in range(nch)]
+        rows_per_slot = rows
+    else:
+        spc = nch // m  # channels per matrix (extra channels idle)
+        rows_per_slot = ceil(rows / spc)
+        slots = []
+        for c in range(nch):
+            i, part = divmod(c, spc)
+            r0 = part * rows_per_slot
+            ok = i < m and r0 < rows
+            slots.append([Slice(i, r0, min(rows, r0 + rows_per_slot)) if ok else None])
+    rows_per_pu = ceil(rows_per_slot / pus)
+    gb = hw.gb_bursts
+    half = gb // 2 if double_buffer and gb >= 2 else gb
+    double_buffer = double_buffer and gb >= 2
+    vg = max(1, min(shape.vectors, half, hw.pim.acc_registers))
+    epb = hw.elements_per_burst
+    k_bursts = ceil(shape.k / epb)
+    # a run (one row's chunk) must not straddle a DRAM row: chunk divides the row's columns
+    chunk = _largest_divisor_at_most(hw.organization.columns, max(1, min(half // vg, k_bursts)))
+    rows_per_pass = max(1, min(rows_per_pu, hw.pim.acc_registers // vg))
+    return Tiling(shape, tuple(channels), tuple(tuple(s) for s in slots), rows_per_pu, pus, vg, rows_per_pass,
+                  chunk, epb, double_buffer)
