@@ -13,8 +13,8 @@ from hwmodel import HardwareError, load_hardware, preset_names
 
 from .instance import InstanceError, instance_files, load_instance
 
-console = Console()
-err_console = Console(stderr=True)
+# Wide tables stay readable when the output is a file or a CI log (no terminal to measure).
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 DEFAULT_INSTANCE = Path(__file__).resolve().parent.parent / "instances" / "micro" / "gemv-4096-hbm2-64ch.yaml"
 

@@ -26,7 +26,7 @@ from .kv_emit import emit_kv_append
 from .layout import Layout
 from .lower import Lowering
 from .problem import HOST, SchedulingProblem, Solution
-from .symbols import Symbols, staging
+from .symbols import Symbols, host_copy, staging
 from .task_timing import max_latency_after, time_task
 
 
@@ -104,12 +104,18 @@ def _task_commands(hw, sym: Symbols, op_index: dict[str, int], groups, task, rol
             return emit_weight_read(hw, lay, sym, ci)
     rep = emit(cis[0])
     tt = time_task(hw, rep)
+    shape = [(i.op, i.args[2] if i.op == "MAC" else 0) for i in rep]
+    end, comp = tt.duration, tt.completion
     for ci in cis:
         seq = rep if ci == cis[0] else emit(ci)
-        if len(seq) != len(rep):
-            raise DecodeError(f"{task.name}: channel streams differ in length; cannot run in lockstep")
-        per[pl.channels[ci]] = [i.at(s) for i, s in zip(seq, tt.issue)]
-    return per, tt.duration, tt.completion
+        if len(seq) == len(rep) and [(i.op, i.args[2] if i.op == "MAC" else 0) for i in seq] == shape:
+            per[pl.channels[ci]] = [i.at(s) for i, s in zip(seq, tt.issue)]  # lockstep: same stamps
+            continue
+        # a channel with padding (fewer read-outs) is timed on its own
+        own = time_task(hw, seq)
+        per[pl.channels[ci]] = [i.at(s) for i, s in zip(seq, own.issue)]
+        end, comp = max(end, own.duration), max(comp, own.completion)
+    return per, end, comp
 
 
 def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -> Compiled:
@@ -125,18 +131,22 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -
     # ---- per task: commands (relative stamps) -------------------------------------------------
     commands: dict[str, tuple[dict[int, list[Instruction]], int, int]] = {}
     placements: list[Placement] = []
+    in_banks: set[str] = set()
     for job in problem.jobs:
         mode = chosen[job.name]
         tilings = mode.payload.tilings
         for pl, lay in zip(tilings, layouts[job.name]):
             placements.extend(lay.placements())
+            in_banks.update(p.resident for p in pl.shape.parts) if pl.shape.parts else in_banks.add(pl.shape.resident)
             if pl.kind == "hostgemv":
-                sym.id(pl.shape.resident)
+                sym.id(host_copy(pl.shape.resident))
         for task in mode.tasks:
             commands[task.name] = _task_commands(hw, sym, op_index, groups, task, mode.payload.roles[task.name],
                                                  tilings, layouts[job.name])
+    # host memory: activations and the small weights the host reads (norms, biases, embeddings);
+    # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
     for t in program.tensors.values():
-        if t.role.value != "kv_cache":
+        if t.role.value != "kv_cache" and t.name not in in_banks:
             sym.id(t.name)
 
     # ---- exact timeline ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from hwmodel import Hardware
 from hwmodel.isa import Instruction, make
 
 from .layout import Layout
-from .symbols import Symbols
+from .symbols import Symbols, host_copy
 
 
 def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> list[Instruction]:
@@ -16,7 +16,7 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
     """
     t, sh = lay.t, lay.t.shape
     epb = t.elements_per_burst
-    dst = symbols.id(sh.resident)
+    dst = symbols.id(host_copy(sh.resident))
     ch = t.channels[ci]
     base = lay.base_rows[ch]
     by_segment: dict[int, list[tuple[int, int, int, int]]] = {}

@@ -259,7 +259,8 @@ class Lowerer:
             elif op.kind is OpKind.gemv:
                 shape = mv_shape(p, op.name)
                 modes = self._pim_modes(op.name, shape, None)
-                if self.opt.host_gemv:
+                if self.opt.host_gemv and shape.k % self.hw.elements_per_burst == 0:
+                    # (RD moves whole bursts: a row that ends mid-burst would spill into the next)
                     modes.append(self._host_gemv_mode(op.name, i, shape))
             else:
                 hop = Task(f"{op.name}/hop", HOST, self.host_cycles.op(i))

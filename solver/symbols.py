@@ -18,3 +18,8 @@ class Symbols:
 def staging(tensor: str) -> str:
     """Name of the fp32 staging buffer into which RDACC adds the partial sums of `tensor`."""
     return f"{tensor}#acc"
+
+
+def host_copy(tensor: str) -> str:
+    """Name of the host buffer into which RD commands read a resident matrix (host dispatch)."""
+    return f"{tensor}#host"
