@@ -78,18 +78,21 @@ class Instruction:
     cycle: int | None = None
 
     def __post_init__(self) -> None:
-        spec = _BY_MNEMONIC.get(self.op)
-        if spec is None:
+        limits = _LIMITS.get(self.op)
+        if limits is None:
             raise ValueError(f"unknown instruction {self.op!r}")
-        if len(self.args) != len(spec.fields):
+        args = self.args
+        if len(args) != len(limits):
+            spec = _BY_MNEMONIC[self.op]
             raise ValueError(
                 f"{self.op} takes {len(spec.fields)} fields ({', '.join(spec.field_names)}), "
-                f"got {len(self.args)}"
+                f"got {len(args)}"
             )
-        for f, v in zip(spec.fields, self.args):
-            if not 0 <= v < (1 << f.bits):
+        for k, (v, limit) in enumerate(zip(args, limits)):
+            if not 0 <= v < limit:
+                f = _BY_MNEMONIC[self.op].fields[k]
                 raise ValueError(f"{self.op}.{f.name} = {v} does not fit in {f.bits} bits")
-        if self.cycle is not None and not 0 <= self.cycle < (1 << 64) - 1:
+        if self.cycle is not None and not 0 <= self.cycle < _MAX_CYCLE:
             raise ValueError(f"{self.op}: issue cycle {self.cycle} out of range")
 
     @property
@@ -103,7 +106,19 @@ class Instruction:
         return dict(zip(self.spec.field_names, self.args))
 
     def at(self, cycle: int | None) -> "Instruction":
-        return Instruction(self.op, self.args, cycle)
+        """The same instruction stamped at `cycle` (fields were checked when it was built)."""
+        if cycle is not None and not 0 <= cycle < _MAX_CYCLE:
+            raise ValueError(f"{self.op}: issue cycle {cycle} out of range")
+        new = object.__new__(Instruction)
+        object.__setattr__(new, "op", self.op)
+        object.__setattr__(new, "args", self.args)
+        object.__setattr__(new, "cycle", cycle)
+        return new
+
+
+_LIMITS = {o.mnemonic: tuple(1 << f.bits for f in o.fields) for o in ISA.ops}
+_NAMES = {o.mnemonic: o.field_names for o in ISA.ops}
+_MAX_CYCLE = (1 << 64) - 1
 
 
 @lru_cache(maxsize=None)
@@ -113,11 +128,15 @@ def _field_index(op: str, name: str) -> int:
 
 def make(op: str, /, cycle: int | None = None, **fields: int) -> Instruction:
     """Build an instruction by field name: make("MAC", mask=0xFFFF, col=0, count=8, gb=0, acc=0)."""
-    spec = _BY_MNEMONIC[op]
-    unknown = set(fields) - set(spec.field_names)
-    if unknown:
+    names = _NAMES.get(op)
+    if names is None:
+        raise ValueError(f"unknown instruction {op!r}")
+    try:
+        args = tuple([int(fields[n]) for n in names])
+    except KeyError:
+        missing = [n for n in names if n not in fields]
+        raise ValueError(f"{op} needs field(s) {', '.join(missing)}") from None
+    if len(fields) != len(names):
+        unknown = set(fields) - set(names)
         raise ValueError(f"{op} has no field(s) {', '.join(sorted(unknown))}")
-    missing = [n for n in spec.field_names if n not in fields]
-    if missing:
-        raise ValueError(f"{op} needs field(s) {', '.join(missing)}")
-    return Instruction(op, tuple(int(fields[n]) for n in spec.field_names), cycle)
+    return Instruction(op, args, cycle)

@@ -3,7 +3,7 @@ streams -> simulation -> verified report."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -14,6 +14,7 @@ from solver.bounds import Bounds, lower_bounds
 from solver.decode import Compiled, decode
 from solver.lower import LowerOptions, lower
 from solver.problem import SchedulingProblem, Solution
+from solver.template import expand, layer_count, template_problem
 
 from .instance import Instance
 
@@ -49,18 +50,38 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def solve(problem: SchedulingProblem, opts: SolveOptions) -> Solution:
+def solve(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solution, list[Solution]]:
+    """The method's solution, and for cpsat also the greedy hint (the decoder keeps whichever
+    program is faster: on a timeout or a model/refresh mismatch the best valid program wins)."""
     from solver.heuristics import solve_greedy, solve_naive
 
     if opts.method == "naive":
-        return solve_naive(problem)
+        return solve_naive(problem), []
     greedy = solve_greedy(problem)
     if opts.method == "greedy" or greedy.status == "INFEASIBLE":
-        return greedy
+        return greedy, []
     from solver.cpsat import solve_cpsat
 
-    return solve_cpsat(problem, time_limit=opts.time_limit, workers=opts.workers, seed=opts.seed, hint=greedy,
-                       progress=opts.progress)
+    cp = solve_cpsat(problem, time_limit=opts.time_limit, workers=opts.workers, seed=opts.seed, hint=greedy,
+                     progress=opts.progress)
+    return cp, [greedy]
+
+
+def solve_layered(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solution, list[Solution]]:
+    """Solve one layer (the template) and replicate it over all layers (solver/template.py)."""
+    from solver.heuristics import solve_greedy
+
+    outside = solve_greedy(problem)
+    if outside.status == "INFEASIBLE":
+        return outside, []
+    sub = template_problem(problem, outside)
+    tpl, alts = solve(sub, opts)
+    if tpl.status == "INFEASIBLE":
+        return tpl, []
+    note = (f"layer template solved ({len(sub.jobs)} jobs, repeated {sub.repeat}x); the proven bound covers "
+            f"one layer ({tpl.bound}) and is not reported for the whole step")
+    full = replace(expand(problem, tpl, outside), bound=None, message=note)
+    return full, [replace(expand(problem, a, outside), bound=None) for a in alts]
 
 
 def functional_fits(program: ir.Program) -> bool:
@@ -76,18 +97,34 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
     program = instance.build_program()
     hw = instance.build_hardware(hw_overrides, preset)
     style = "naive" if opts.method == "naive" else "overlap"
+    _check_capacity(hw, program)
     problem, lowering = lower(hw, program, LowerOptions(groups=opts.groups, style=style))
-    bounds = lower_bounds(hw, program, problem)
+    # the solver-free bound does not depend on the method: take it from the optimising lowering
+    best_problem = problem if style == "overlap" else lower(hw, program, LowerOptions(groups=opts.groups))[0]
+    bounds = lower_bounds(hw, program, best_problem)
     clock["lower"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    solution = solve(problem, opts)
+    if layer_count(problem) > 1 and opts.method != "naive":
+        solution, alternatives = solve_layered(problem, opts)
+    else:
+        solution, alternatives = solve(problem, opts)
     solve_seconds = time.perf_counter() - t1
     if solution.status == "INFEASIBLE":
         raise InfeasibleError(solution.message or "no schedule satisfies the capacity constraints")
 
     t2 = time.perf_counter()
-    compiled = decode(problem, lowering, solution)
+    compiled = decode(problem, lowering, solution) if solution.modes else None
+    for alt in alternatives:
+        other = decode(problem, lowering, alt)
+        if compiled is None or other.predicted_cycles < compiled.predicted_cycles:
+            note = (f"the {alt.method} hint decodes to {other.predicted_cycles:,} cycles"
+                    + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
+                    + "; kept the faster program")
+            solution = replace(solution, modes=alt.modes, starts=alt.starts, objective=alt.objective,
+                               status="FEASIBLE" if solution.status in ("OPTIMAL", "FEASIBLE") else solution.status,
+                               message=(solution.message + " " if solution.message else "") + note)
+            compiled = other
     clock["decode"] = time.perf_counter() - t2
 
     functional = functional_fits(program) if opts.functional is None else opts.functional
@@ -109,6 +146,28 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
 
 class InfeasibleError(RuntimeError):
     pass
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
+        n /= 1024
+    return f"{n}"
+
+
+def _check_capacity(hw: Hardware, program: ir.Program) -> None:
+    """Refuse, in hardware terms, a program whose resident data cannot fit at all."""
+    w, kv = program.pim_weight_bytes() if hasattr(program, "pim_weight_bytes") else program.weight_bytes(), \
+        program.kv_bytes()
+    org = hw.organization
+    if w + kv > org.capacity_bytes:
+        ctx = program.meta.get("context")
+        kv_text = f" + KV cache {_size(kv)}" + (f" for {ctx + 1} tokens" if ctx is not None else "")
+        raise InfeasibleError(
+            f"weights {_size(w)}{kv_text} need {_size(w + kv)}; {hw.name} holds {_size(org.capacity_bytes)} "
+            f"({org.channels} channels x {org.banks_per_channel} banks x {org.rows} rows x {org.row_bytes} B)"
+            f", {_size((w + kv) / org.channels)} per channel needed, {_size(org.channel_bytes)} available")
 
 
 TOLERANCE = {"fp16": 2e-2, "bf16": 6e-2, "fp32": 1e-4}

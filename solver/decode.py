@@ -3,9 +3,9 @@
 1. Rows: each chosen mode gets its rows in every bank of its groups (allocated in job order).
 2. Timeline: tasks are laid out in the order of the solution's start times, each at its earliest
    legal cycle given its resource, the internal edges of its mode, its job's dependencies (plus a
-   sync between streams) and refresh: before a group task, REFs are issued on the group's
-   channels whenever the task would otherwise end with more than `max_postponed` REFs owed,
-   and idle gaps absorb owed REFs; at the end every owed REF is issued. Because each task was
+   sync between streams) and refresh: idle gaps on a group are filled with REFs (pulled in up to
+   `max_postponed` ahead of schedule); before a group task, REFs are issued whenever the task
+   would otherwise end with more than `max_postponed` owed; at the end every owed REF is issued. Because each task was
    timed alone from a quiet state and its `duration` covers every constraint its commands start,
    the composed program is legal, and its makespan is known before it is simulated.
 3. Streams: each task's commands stamped at start + relative issue cycle, with SIG after a task
@@ -81,7 +81,7 @@ def _task_commands(hw, sym: Symbols, op_index: dict[str, int], groups, task, rol
     """(per-channel relative-stamped instructions, duration, completion) of one task."""
     kind, what = role
     if kind in ("EPI", "HOP"):
-        return {-1: [make(kind, op=op_index[what], cycle=0)]}, task.duration, task.duration
+        return {-1: ([make(kind, op=op_index[what])], (0,))}, task.duration, task.duration
     pl, lay = tilings[what], layouts[what]
     g = groups[task.resource]
     cis = [pl.channels.index(c) for c in g.channels]
@@ -90,10 +90,10 @@ def _task_commands(hw, sym: Symbols, op_index: dict[str, int], groups, task, rol
         end = comp = 0
         for ci in cis:
             seq = emit_kv_append(hw, lay, sym, ci, *pl.append)
-            per[pl.channels[ci]] = []
+            per[pl.channels[ci]] = ([], ())
             if seq:
                 tt = time_task(hw, seq)
-                per[pl.channels[ci]] = [i.at(s) for i, s in zip(seq, tt.issue)]
+                per[pl.channels[ci]] = (seq, tt.issue)
                 end, comp = max(end, tt.duration), max(comp, tt.completion)
         return per, max(end, 1), comp
     if kind == "mv":
@@ -109,11 +109,11 @@ def _task_commands(hw, sym: Symbols, op_index: dict[str, int], groups, task, rol
     for ci in cis:
         seq = rep if ci == cis[0] else emit(ci)
         if len(seq) == len(rep) and [(i.op, i.args[2] if i.op == "MAC" else 0) for i in seq] == shape:
-            per[pl.channels[ci]] = [i.at(s) for i, s in zip(seq, tt.issue)]  # lockstep: same stamps
+            per[pl.channels[ci]] = (seq, tt.issue)  # lockstep: same stamps
             continue
         # a channel with padding (fewer read-outs) is timed on its own
         own = time_task(hw, seq)
-        per[pl.channels[ci]] = [i.at(s) for i, s in zip(seq, own.issue)]
+        per[pl.channels[ci]] = (seq, own.issue)
         end, comp = max(end, own.duration), max(comp, own.completion)
     return per, end, comp
 
@@ -187,8 +187,9 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -
             est = max(est, placed[p].end + lag)
         if ref and t.resource != HOST:
             g = t.resource
-            # use the idle gap for REFs that are due
-            while owed(g, est) > 0 and free[g] + ref_len <= est:
+            # idle gap before the task: refresh there, due or not (pulled in, at most
+            # max_postponed ahead of schedule, as DDR/HBM allow)
+            while free[g] + ref_len <= est and owed(g, free[g]) > -ref.max_postponed:
                 refs[g].append(free[g])
                 free[g] += ref_len
             while owed(g, est + dur) > ref.max_postponed:
@@ -250,8 +251,9 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -
                 src_chans = [-1] if res_of[p] == HOST else list(groups[res_of[p]].channels)
                 for sc in src_chans:
                     body.append(make("WAIT", id=sig(p, sc)))
-            for ins in pt.per_channel.get(ch, []):
-                body.append(ins.at(pt.start + ins.cycle))
+            seq, rel = pt.per_channel.get(ch, ((), ()))
+            start = pt.start
+            body.extend([ins.at(start + r) for ins, r in zip(seq, rel)])
             if succs_cross[pt.task]:
                 body.append(make("SIG", id=sig(pt.task, ch)))
             item = (pt.start, 1, body)

@@ -98,6 +98,31 @@ class MVEmitter:
                                     dst=self.sym.id(staging(tensor)), offset=offset, stride=1))
         return out
 
+    def _plan(self):
+        """Steps, the run access order (step, row-in-pass, segment, col, bursts) and, for every
+        access, the next distinct segment; the same for every channel of the tiling (cached)."""
+        cached = getattr(self.lay, "_plan_cache", None)
+        if cached is not None:
+            return cached
+        t, lay = self.t, self.lay
+        steps = list(self.steps())
+        access: list[tuple[int, int, int, int, int]] = []
+        cb, cols = t.chunk_bursts, lay.columns
+        for si, (slot, p, g, c) in enumerate(steps):
+            n = t.chunk_len(c)
+            first = lay.run_index(slot, p, c, 0) * cb
+            for a in range(t.pass_rows(p)):
+                burst = first + a * cb
+                access.append((si, a, burst // cols, burst % cols, n))
+        next_seg: list[int | None] = [None] * len(access)
+        nxt = None
+        for i in range(len(access) - 1, -1, -1):
+            next_seg[i] = nxt
+            if i == 0 or access[i - 1][2] != access[i][2]:
+                nxt = access[i][2]
+        lay._plan_cache = (steps, access, next_seg)
+        return lay._plan_cache
+
     # ------------------------------------------------------------------------------------------
     def emit(self, ci: int) -> list[Instruction]:
         """The command sequence of channel `channels[ci]` of the tiling."""
@@ -105,37 +130,24 @@ class MVEmitter:
         overlap = self.style == "overlap"
         seq: list[Instruction] = []
         banks = _BankSets()
-        steps = list(self.steps())
-        # segment access order, to know the next distinct segment at every point
-        access: list[tuple[int, int, int, int, int]] = []  # (step index, a, segment, col, len)
-        for si, (slot, p, g, c) in enumerate(steps):
-            for a in range(t.pass_rows(p)):
-                addr = lay.address(slot, p, c, a)
-                access.append((si, a, addr.segment, addr.col, t.chunk_len(c)))
-        next_seg: list[int | None] = [None] * len(access)
-        # next distinct segment after the run of access[i]'s segment
-        nxt = None
-        for i in range(len(access) - 1, -1, -1):
-            next_seg[i] = nxt
-            if i == 0 or access[i - 1][2] != access[i][2]:
-                nxt = access[i][2]
-
+        steps, access, next_seg = self._plan()
         pending_gb: list[Instruction] = []
         prefetch_act: Instruction | None = None
+        prefetch_seg = -1
         prefetch_wait = 0  # MAC bursts to issue before the prefetch ACT
         mac_interval = hw.mac_interval
         trp_bursts = ceil((hw.timing.p("tRP") + hw.timing.p("tRTP")) / mac_interval)
 
-        base_row = lay.base_rows[t.channels[ci]]
+        ch = t.channels[ci]
 
         def open_segment(seg: int) -> None:
-            sel = seg % self.bpp
+            sel = lay.sel(seg)
             cur = banks.open.get(sel)
             if cur == seg:
                 return
             if cur is not None:
                 seq.append(make("PRE", mask=lay.segment_mask(cur)))
-            seq.append(make("ACT", mask=lay.segment_mask(seg), row=base_row + seg // self.bpp))
+            seq.append(make("ACT", mask=lay.segment_mask(seg), row=lay.row(ch, seg)))
             banks.open[sel] = seg
 
         prev_step = None
@@ -162,7 +174,7 @@ class MVEmitter:
                     pending_gb = self._wrgb(ci, ns, ng, nc, (step_of_access + 1) % 2)
                 step_of_access += 1
                 prev_step = si
-            if prefetch_act is not None and seg == _segment_of(prefetch_act, base_row, self.bpp):
+            if prefetch_act is not None and seg == prefetch_seg:
                 seq.append(prefetch_act)  # not yet issued: issue now, before its first MAC
                 prefetch_act = None
             open_segment(seg)
@@ -178,16 +190,21 @@ class MVEmitter:
                         seq.append(prefetch_act)
                         prefetch_act = None
             if not overlap:
+                # closed-page policy: precharge as soon as the row's last run has been read
+                if idx + 1 == len(access) or access[idx + 1][2] != seg:
+                    seq.append(make("PRE", mask=lay.segment_mask(seg)))
+                    banks.open.pop(lay.sel(seg), None)
                 continue
             # first access of a segment: prepare the next distinct segment in the other bank set
             if (idx == 0 or access[idx - 1][2] != seg) and next_seg[idx] is not None and self.bpp > 1:
                 ns = next_seg[idx]
-                sel = ns % self.bpp
-                if sel != seg % self.bpp and banks.open.get(sel) != ns:
+                sel = lay.sel(ns)
+                if sel != lay.sel(seg) and banks.open.get(sel) != ns:
                     cur = banks.open.get(sel)
                     if cur is not None:
                         seq.append(make("PRE", mask=lay.segment_mask(cur)))
-                    prefetch_act = make("ACT", mask=lay.segment_mask(ns), row=base_row + ns // self.bpp)
+                    prefetch_act = make("ACT", mask=lay.segment_mask(ns), row=lay.row(ch, ns))
+                    prefetch_seg = ns
                     prefetch_wait = trp_bursts
                     banks.open[sel] = ns
         if prefetch_act is not None:
@@ -200,9 +217,3 @@ class MVEmitter:
             seq.append(make("PRE", mask=lay.segment_mask(seg)))
         return seq
 
-
-def _segment_of(act: Instruction, base_row: int, bpp: int) -> int:
-    row = act.get("row") - base_row
-    mask = act.get("mask")
-    sel = (mask & -mask).bit_length() - 1
-    return row * bpp + sel % bpp

@@ -18,7 +18,6 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
     epb = t.elements_per_burst
     dst = symbols.id(host_copy(sh.resident))
     ch = t.channels[ci]
-    base = lay.base_rows[ch]
     by_segment: dict[int, list[tuple[int, int, int, int]]] = {}
     for slot in range(t.slot_count):
         for pu in range(t.pus):
@@ -33,13 +32,13 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
                     k0 = c * t.chunk_bursts * epb
                     for a in range(max(0, nrows)):
                         addr = lay.address(slot, p, c, a)
-                        bank = addr.bank(pu, lay.bpp)
+                        bank = lay.bank(pu, addr.segment)
                         by_segment.setdefault(addr.segment, []).append(
                             (bank, addr.col, t.chunk_len(c), sh.element_index(m, pr0 + a, k0)))
     seq: list[Instruction] = []
     for seg in sorted(by_segment):
         mask = lay.segment_mask(seg)
-        seq.append(make("ACT", mask=mask, row=base + seg // lay.bpp))
+        seq.append(make("ACT", mask=mask, row=lay.row(ch, seg)))
         # interleave banks so consecutive reads alternate bank groups where possible
         for bank, col, n, start in sorted(by_segment[seg], key=lambda r: (r[1], r[0])):
             seq.append(make("RD", bank=bank, col=col, count=n, dst=dst, offset=start))

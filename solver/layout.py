@@ -23,16 +23,11 @@ class RunAddress:
     segment: int
     col: int
 
-    def bank(self, pu: int, bpp: int) -> int:
-        return pu * bpp + self.segment % bpp
-
-    def row(self, base_row: int, bpp: int) -> int:
-        return base_row + self.segment // bpp
-
 
 class Layout:
     def __init__(self, hw: Hardware, tiling: Tiling, base_rows: dict[int, int] | int = 0):
-        self.hw, self.t = hw, tiling
+        self.hw, self.t, self.interleave = hw, tiling, tiling.interleave
+        self._masks: dict[int, int] = {}
         if isinstance(base_rows, int):
             base_rows = {ch: base_rows for ch in tiling.channels}
         self.base_rows = base_rows
@@ -57,6 +52,25 @@ class Layout:
         burst = self.run_index(slot, p, c, a) * self.t.chunk_bursts
         return RunAddress(burst // self.columns, burst % self.columns)
 
+    # ---- where segment i lives: bank `sel` of each unit, DRAM row `rel_row` above the base ------
+    def sel(self, seg: int) -> int:
+        """Interleaved (ping-pong): segments alternate between the unit's banks. Not interleaved
+        (vendor-library style): the first half of the unit's rows in its first bank, and so on."""
+        if self.interleave or self.bpp == 1:
+            return seg % self.bpp
+        return seg // self.rows_per_bank
+
+    def rel_row(self, seg: int) -> int:
+        if self.interleave or self.bpp == 1:
+            return seg // self.bpp
+        return seg % self.rows_per_bank
+
+    def bank(self, pu: int, seg: int) -> int:
+        return pu * self.bpp + self.sel(seg)
+
+    def row(self, channel: int, seg: int) -> int:
+        return self.base_rows[channel] + self.rel_row(seg)
+
     @property
     def segments(self) -> int:
         return ceil(self.runs * self.t.chunk_bursts / self.columns)
@@ -66,17 +80,24 @@ class Layout:
         return ceil(self.segments / self.bpp)
 
     def segment_mask(self, segment: int) -> int:
-        sel = segment % self.bpp
-        mask = 0
-        for pu in range(self.t.pus):
-            mask |= 1 << (pu * self.bpp + sel)
+        """All-bank mask: the bank holding `segment` in every unit."""
+        sel = self.sel(segment)
+        mask = self._masks.get(sel)
+        if mask is None:
+            mask = 0
+            for pu in range(self.t.pus):
+                mask |= 1 << (pu * self.bpp + sel)
+            self._masks[sel] = mask
         return mask
 
     def placements(self) -> list[Placement]:
         """Where every real element of the resident tensor lives."""
         t, sh = self.t, self.t.shape
-        epb = t.elements_per_burst
+        epb, cb, cols = t.elements_per_burst, t.chunk_bursts, self.columns
         stride_k = sh.element_stride()
+        # burst offset of the first run of every (slot, pass, chunk): the same in every unit
+        first = {(slot, p, c): self.run_index(slot, p, c, 0) * cb
+                 for slot in range(t.slot_count) for p in range(t.passes) for c in range(t.chunks)}
         out: list[Placement] = []
         for ci, ch in enumerate(t.channels):
             for slot in range(t.slot_count):
@@ -90,30 +111,29 @@ class Layout:
                         nrows = min(t.pass_rows(p), r1 - pr0)
                         if nrows <= 0:
                             continue
+                        one_part = sh.same_part(pr0, pr0 + nrows - 1)
                         for c in range(t.chunks):
-                            k0 = c * t.chunk_bursts * epb
+                            k0 = c * cb * epb
                             klen = min(t.chunk_len(c) * epb, sh.k - k0)
-                            full = klen == t.chunk_bursts * epb
-                            a0 = self.address(slot, p, c, 0)
-                            a1 = self.address(slot, p, c, nrows - 1)
-                            if (stride_k == 1 and full and a0.segment == a1.segment
-                                    and sh.same_part(pr0, pr0 + nrows - 1)):
+                            b0 = first[(slot, p, c)]
+                            seg0, seg1 = b0 // cols, (b0 + (nrows - 1) * cb) // cols
+                            if stride_k == 1 and klen == cb * epb and seg0 == seg1 and one_part:
                                 # the pass's rows are consecutive runs in one DRAM row
-                                row_stride = sh.element_index(m, pr0 + 1, k0) - sh.element_index(m, pr0, k0)
-                                out.append(Placement(sh.resident_at(pr0), ch, a0.bank(pu, self.bpp),
-                                                     a0.row(self.base_rows[ch], self.bpp), a0.col,
-                                                     sh.element_index(m, pr0, k0), klen, nrows, row_stride))
+                                start = sh.element_index(m, pr0, k0)
+                                row_stride = sh.element_index(m, pr0 + 1, k0) - start if nrows > 1 else 0
+                                out.append(Placement(sh.resident_at(pr0), ch, self.bank(pu, seg0),
+                                                     self.row(ch, seg0), b0 % cols, start, klen, nrows, row_stride))
                                 continue
                             for a in range(nrows):
-                                addr = self.address(slot, p, c, a)
-                                bank = addr.bank(pu, self.bpp)
-                                row = addr.row(self.base_rows[ch], self.bpp)
+                                burst = b0 + a * cb
+                                seg = burst // cols
+                                bank, row, col = self.bank(pu, seg), self.row(ch, seg), burst % cols
                                 start = sh.element_index(m, pr0 + a, k0)
                                 tensor = sh.resident_at(pr0 + a)
                                 if stride_k == 1:
-                                    out.append(Placement(tensor, ch, bank, row, addr.col, start, klen))
+                                    out.append(Placement(tensor, ch, bank, row, col, start, klen))
                                 else:
-                                    out.append(Placement(tensor, ch, bank, row, addr.col, start, 1, klen, stride_k))
+                                    out.append(Placement(tensor, ch, bank, row, col, start, 1, klen, stride_k))
         return out
 
     def locate(self, ch_index: int, m: int, row: int, k: int) -> tuple[int, int, int, int, int] | None:
@@ -130,6 +150,6 @@ class Layout:
                 c, within = divmod(k, t.chunk_bursts * epb)
                 addr = self.address(slot, p, c, a)
                 burst, lane = divmod(within, epb)
-                base = self.base_rows[t.channels[ch_index]]
-                return pu, addr.bank(pu, self.bpp), addr.row(base, self.bpp), addr.col + burst, lane
+                ch = t.channels[ch_index]
+                return pu, self.bank(pu, addr.segment), self.row(ch, addr.segment), addr.col + burst, lane
         return None

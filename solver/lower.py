@@ -128,7 +128,10 @@ class Lowerer:
         return self.lowering.timings[key], layout
 
     def _append_timing(self, layout: Layout, new: str, position: int) -> int:
-        """Longest append over the channels of the layout (channels differ: not cached)."""
+        """Longest append over the channels of the layout (cached per shape, channels, position)."""
+        key = ("append", _signature(layout.t.shape), layout.t.channels, layout.t.double_buffer, position)
+        if key in self.lowering.timings:
+            return self.lowering.timings[key].duration
         worst = 0
         sym = Symbols()
         for ci in range(len(layout.t.channels)):
@@ -137,6 +140,7 @@ class Lowerer:
                 tt = time_task(self.hw, seq)
                 worst = max(worst, tt.duration)
                 self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
+        self.lowering.timings[key] = TaskTiming((), worst, worst)
         return worst
 
     # ---- jobs --------------------------------------------------------------------------------

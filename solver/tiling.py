@@ -36,6 +36,7 @@ class Tiling:
     chunk_bursts: int  # bursts per vector per chunk
     elements_per_burst: int
     double_buffer: bool
+    interleave: bool = True  # segments alternate between a unit's banks (see layout.py)
 
     @property
     def slot_count(self) -> int:
@@ -81,7 +82,8 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
     return 1
 
 
-def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_buffer: bool = True) -> Tiling:
+def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_buffer: bool = True,
+                interleave: bool | None = None) -> Tiling:
     nch = len(channels)
     pus = hw.pus_per_channel
     m, rows = shape.matrices, shape.rows
@@ -110,4 +112,4 @@ def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_
     chunk = _largest_divisor_at_most(hw.organization.columns, max(1, min(half // vg, k_bursts)))
     rows_per_pass = max(1, min(rows_per_pu, hw.pim.acc_registers // vg))
     return Tiling(shape, tuple(channels), tuple(tuple(s) for s in slots), rows_per_pu, pus, vg, rows_per_pass,
-                  chunk, epb, double_buffer)
+                  chunk, epb, double_buffer, double_buffer if interleave is None else interleave)

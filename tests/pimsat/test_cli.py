@@ -1,0 +1,87 @@
+"""The CLI end to end: solve -> files -> simulate; errors are one line with exit status 2."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from pimsat.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMV = ROOT / "instances" / "fpga" / "gemv-64x128-fpga.yaml"
+ATTN = ROOT / "instances" / "fpga" / "attention-h2-d16-c31-fpga.yaml"
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_solve_writes_outputs_and_simulate_reproduces(tmp_path):
+    out = tmp_path / "run"
+    r = invoke("solve", ATTN, "--out", out, "--json", "--time-limit", "5")
+    assert r.exit_code == 0, r.output
+    rep = json.loads((out / "report.json").read_text())
+    for key in ("instance", "hardware", "method", "status", "objective_cycles", "bound_cycles", "lower_bound_cycles",
+                "simulated_cycles", "outputs_match", "max_abs_error", "violations", "solve_seconds", "utilization"):
+        assert key in rep
+    assert rep["outputs_match"] is True and rep["violations"] == 0
+    assert rep["simulated_cycles"] == rep["objective_cycles"]
+    assert (out / "schedule.json").exists() and (out / "trace.json").exists()
+    assert (out / "streams" / "manifest.json").exists() and list((out / "streams").glob("ch*.s"))
+    r = invoke("simulate", out / "streams", "--json", "--log", tmp_path / "cmds.csv", "--vcd", tmp_path / "w.vcd")
+    assert r.exit_code == 0, r.output
+    sim = json.loads(r.output)
+    assert sim["cycles"] == rep["simulated_cycles"] and sim["outputs_match"] is True
+    assert (tmp_path / "cmds.csv").read_text().startswith("cycle,command,channel")
+
+
+def test_compare_table_and_csv(tmp_path):
+    csv_path = tmp_path / "cmp.csv"
+    r = invoke("compare", GEMV, "--methods", "naive,greedy,cpsat", "--csv", csv_path, "--time-limit", "5")
+    assert r.exit_code == 0, r.output
+    lines = csv_path.read_text().splitlines()
+    assert lines[0].startswith("instance,method,status") and len(lines) == 4
+
+
+def test_missing_and_malformed_inputs_are_one_line(tmp_path):
+    r = invoke("solve", tmp_path / "nope.yaml")
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "nope.yaml" in r.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    r = invoke("show", bad)
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "bad.yaml" in r.output
+    r = invoke("hw", "hbm2-pim", "--set", "timing.params.tRP=-3")
+    assert r.exit_code == 2 and "tRP" in r.output and "negative" in r.output
+
+
+def test_infeasible_reason_in_hardware_terms(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("name: big\nprogram: {kind: gemv, n: 4096, k: 4096}\nhardware: {preset: fpga-proto}\n")
+    r = invoke("solve", big)
+    assert r.exit_code == 2
+    assert "infeasible" in r.output and "MiB" in r.output and r.output.count("\n") == 1
+
+
+def test_timeout_still_returns_a_verified_program():
+    r = invoke("solve", ATTN, "--time-limit", "0.001", "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["outputs_match"] is True and rep["simulated_cycles"] == rep["objective_cycles"]
+
+
+def test_info_commands():
+    assert invoke("show", ROOT / "instances" / "fpga").exit_code == 0
+    r = invoke("hw", "hbm2-pim", "--set", "pim.lanes=32")
+    assert r.exit_code == 0 and "aggregate internal bandwidth" in r.output
+    schema = json.loads(invoke("schema", "hardware").output)
+    assert "organization" in schema["properties"]
+
+
+def test_console_entry_point_runs():
+    exe = Path(sys.executable).with_name("pimsat")
+    p = subprocess.run([str(exe), "show", str(GEMV)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "gemv-64x128-fpga" in p.stdout
