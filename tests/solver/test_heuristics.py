@@ -1,0 +1,138 @@
+"""Greedy list scheduling and the naive program-order schedule."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from solver_testkit import (HOST, Job, chain_mode, one_task_mode, problem, random_problem,
+                            single)
+
+from solver.certificate import check_solution
+from solver.cpsat import solve_cpsat
+from solver.heuristics import Timeline, naive_modes, schedule_with_modes, solve_greedy, solve_naive
+
+
+def _intervals(p, s):
+    out = []
+    for job in p.jobs:
+        mode = next(m for m in job.modes if m.name == s.modes[job.name])
+        out += [(s.starts[t.name], s.starts[t.name] + t.duration, t.resource) for t in mode.tasks]
+    return sorted(out)
+
+
+def test_timeline_fills_gaps():
+    tl = Timeline()
+    tl.insert(10, 20)
+    tl.insert(30, 40)
+    assert tl.earliest(0, 10) == 0
+    assert tl.earliest(0, 11) == 40
+    assert tl.earliest(15, 10) == 20
+    assert tl.earliest(21, 10) == 40
+    assert tl.earliest(45, 3) == 45
+
+
+def test_naive_is_strictly_serial_with_lags():
+    jobs = [single("a", HOST, 10), single("b", "g0", 20), single("c", HOST, 5),
+            single("d", "g0", 7)]
+    p = problem("n", jobs, [("a", "b")], sync=3)
+    s = solve_naive(p)
+    assert s.status == "HEURISTIC" and s.bound is None and check_solution(p, s) == []
+    iv = _intervals(p, s)
+    for (s1, e1, r1), (s2, e2, r2) in zip(iv, iv[1:]):
+        assert s2 >= e1 + p.lag(r1, r2)
+    assert s.objective == 10 + 3 + 20 + 3 + 5 + 3 + 7
+
+
+def test_naive_mode_prefix_and_fallback():
+    j1 = Job("a", ("a",), (one_task_mode("a", "host", HOST, 50),
+                           one_task_mode("a", "naive[all]", "g0", 10)))
+    j2 = Job("b", ("b",), (one_task_mode("b", "first", HOST, 5),
+                           one_task_mode("b", "second", "g0", 1)))
+    p = problem("n", [j1, j2])
+    assert naive_modes(p) == {"a": "naive[all]", "b": "first"}
+    assert solve_naive(p, mode_name_prefix="sec").modes == {"a": "host", "b": "second"}
+
+
+def test_greedy_overlaps_independent_chains(two_chains):
+    g, n = solve_greedy(two_chains), solve_naive(two_chains)
+    assert check_solution(two_chains, g) == []
+    assert g.objective == 53 < n.objective
+
+
+def test_greedy_picks_earliest_output_end():
+    j = Job("a", ("a",), (one_task_mode("a", "slow", HOST, 50),
+                          one_task_mode("a", "fast", "g0", 10)))
+    p = problem("g", [single("x", "g0", 100), j])
+    s = solve_greedy(p)
+    assert s.modes["a"] == "slow" and s.objective == 100  # g0 busy until 100
+
+
+def test_greedy_tie_breaks_on_capacity_usage():
+    j = Job("a", ("a",), (one_task_mode("a", "big", "g0", 10, {"g0": 50}),
+                          one_task_mode("a", "small", "g1", 10, {"g1": 5})))
+    p = problem("g", [j], groups=[("g0", 100), ("g1", 100)])
+    assert solve_greedy(p).modes["a"] == "small"
+
+
+def test_greedy_respects_capacity_with_lookahead():
+    # a: fast mode uses all of g0; b has no other choice than 60 rows of g0
+    a = Job("a", ("a",), (one_task_mode("a", "fast", "g0", 10, {"g0": 100}),
+                          one_task_mode("a", "slow", HOST, 90)))
+    b = single("b", "g0", 10, {"g0": 60})
+    p = problem("g", [a, b], groups=[("g0", 100)])
+    s = solve_greedy(p)
+    assert s.status == "HEURISTIC" and s.modes["a"] == "slow" and check_solution(p, s) == []
+
+
+def test_heuristics_report_infeasible_capacity():
+    p = problem("g", [single("a", "g0", 10, {"g0": 17_300})], groups=[("g0", 16_384)])
+    for s in (solve_greedy(p), solve_naive(p)):
+        assert s.status == "INFEASIBLE" and s.objective is None
+        assert "group g0 (channels 0-3) needs" in s.message and "16,384 available" in s.message
+
+
+def test_naive_infeasible_when_its_modes_do_not_fit():
+    j = Job("a", ("a",), (one_task_mode("a", "naive[all]", "g0", 10, {"g0": 200}),
+                          one_task_mode("a", "host", HOST, 90)))
+    p = problem("g", [j], groups=[("g0", 100)])
+    assert solve_naive(p).status == "INFEASIBLE"
+    assert solve_greedy(p).modes["a"] == "host"
+
+
+def test_internal_edges_with_lags_in_heuristics():
+    m = chain_mode("a", "m", [(HOST, 5), ("g0", 5), (HOST, 5)], lags=[7, 11])
+    p = problem("h", [Job("a", ("a",), (m,))])
+    for s in (solve_greedy(p), solve_naive(p)):
+        assert check_solution(p, s) == [] and s.objective == 33
+
+
+def test_schedule_with_modes_is_valid():
+    p = random_problem(5, n_jobs=8, n_groups=3)
+    s = schedule_with_modes(p, naive_modes(p))
+    assert s.status == "HEURISTIC" and check_solution(p, s) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 100_000), n_jobs=st.integers(2, 10), n_groups=st.integers(1, 3),
+       sync=st.integers(0, 50))
+def test_heuristics_valid_deterministic_and_ordered(seed, n_jobs, n_groups, sync):
+    p = random_problem(seed, n_jobs=n_jobs, n_groups=n_groups, sync=sync)
+    g1, g2, n = solve_greedy(p), solve_greedy(p), solve_naive(p)
+    assert check_solution(p, g1) == [] and check_solution(p, n) == []
+    assert (g1.modes, g1.starts, g1.objective) == (g2.modes, g2.starts, g2.objective)
+    assert g1.objective <= n.objective
+    assert g1.objective == max(e for _, e, _ in _intervals(p, g1))
+
+
+@pytest.mark.parametrize("cap", [300, 700, 2000])
+def test_greedy_capacity_never_exceeded(cap):
+    for seed in range(5):
+        p = random_problem(seed, n_jobs=8, n_groups=2, capacity=cap)
+        s = solve_greedy(p)
+        if s.status == "HEURISTIC":
+            assert check_solution(p, s) == []
+        elif s.status == "INFEASIBLE":
+            assert "group" in s.message
+            assert solve_cpsat(p, time_limit=5).status == "INFEASIBLE"
+        else:
+            assert s.status == "UNKNOWN" and "may still be feasible" in s.message
