@@ -84,6 +84,13 @@ def solve_layered(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solut
     return full, [replace(expand(problem, a, outside), bound=None) for a in alts]
 
 
+def _same_program(a: Solution, b: Solution) -> bool:
+    if a.modes != b.modes:
+        return False
+    order = lambda s: sorted(s.starts, key=lambda t: (s.starts[t], t))  # noqa: E731
+    return order(a) == order(b)
+
+
 def functional_fits(program: ir.Program) -> bool:
     return program.weight_bytes() + program.kv_bytes() <= FUNCTIONAL_LIMIT_BYTES
 
@@ -113,10 +120,13 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
     if solution.status == "INFEASIBLE":
         raise InfeasibleError(solution.message or "no schedule satisfies the capacity constraints")
 
+    functional = functional_fits(program) if opts.functional is None else opts.functional
     t2 = time.perf_counter()
-    compiled = decode(problem, lowering, solution) if solution.modes else None
+    compiled = decode(problem, lowering, solution, placements=functional) if solution.modes else None
     for alt in alternatives:
-        other = decode(problem, lowering, alt)
+        if compiled is not None and _same_program(solution, alt):
+            continue  # same modes and task order: the decoder would emit the same program
+        other = decode(problem, lowering, alt, placements=functional)
         if compiled is None or other.predicted_cycles < compiled.predicted_cycles:
             note = (f"the {alt.method} hint decodes to {other.predicted_cycles:,} cycles"
                     + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
@@ -127,7 +137,6 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
             compiled = other
     clock["decode"] = time.perf_counter() - t2
 
-    functional = functional_fits(program) if opts.functional is None else opts.functional
     state = inputs = None
     if functional:
         state = ir.generate_state(program, seed=instance.seed)

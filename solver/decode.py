@@ -28,6 +28,7 @@ from .lower import Lowering
 from .problem import HOST, SchedulingProblem, Solution
 from .symbols import Symbols, host_copy, staging
 from .task_timing import max_latency_after, time_task
+from .tiling import channel_signature
 
 
 class DecodeError(RuntimeError):
@@ -78,47 +79,54 @@ def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tu
 
 
 def _task_commands(hw, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts):
-    """(per-channel relative-stamped instructions, duration, completion) of one task."""
+    """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
+    and the task's duration and completion. Emission is deferred to stream building, so the
+    commands of the whole program never sit in memory twice."""
     kind, what = role
     if kind in ("EPI", "HOP"):
-        return {-1: ([make(kind, op=op_index[what])], (0,))}, task.duration, task.duration
+        ins = make(kind, op=op_index[what])
+        return {-1: (lambda: [ins], (0,))}, task.duration, task.duration
     pl, lay = tilings[what], layouts[what]
     g = groups[task.resource]
     cis = [pl.channels.index(c) for c in g.channels]
-    per: dict[int, list[Instruction]] = {}
+    per: dict[int, tuple] = {}
     if kind == "append":
         end = comp = 0
         for ci in cis:
             seq = emit_kv_append(hw, lay, sym, ci, *pl.append)
-            per[pl.channels[ci]] = ([], ())
+            per[pl.channels[ci]] = (lambda seq=seq: seq, ())
             if seq:
                 tt = time_task(hw, seq)
-                per[pl.channels[ci]] = (seq, tt.issue)
+                per[pl.channels[ci]] = (lambda seq=seq: seq, tt.issue)
                 end, comp = max(end, tt.duration), max(comp, tt.completion)
         return per, max(end, 1), comp
     if kind == "mv":
         emitter = MVEmitter(hw, lay, sym, pl.style)
-        emit = emitter.emit
+
+        def emit(ci: int) -> list[Instruction]:
+            return emitter.emit(ci)
     else:
         def emit(ci: int) -> list[Instruction]:
             return emit_weight_read(hw, lay, sym, ci)
     rep = emit(cis[0])
     tt = time_task(hw, rep)
-    shape = [(i.op, i.args[2] if i.op == "MAC" else 0) for i in rep]
     end, comp = tt.duration, tt.completion
+    sig0 = channel_signature(lay.t, cis[0])
     for ci in cis:
-        seq = rep if ci == cis[0] else emit(ci)
-        if len(seq) == len(rep) and [(i.op, i.args[2] if i.op == "MAC" else 0) for i in seq] == shape:
-            per[pl.channels[ci]] = (seq, tt.issue)  # lockstep: same stamps
+        if channel_signature(lay.t, ci) == sig0:
+            per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)  # lockstep: same stamps
             continue
         # a channel with padding (fewer read-outs) is timed on its own
+        seq = emit(ci)
         own = time_task(hw, seq)
-        per[pl.channels[ci]] = (seq, own.issue)
+        per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), own.issue)
         end, comp = max(end, own.duration), max(comp, own.completion)
     return per, end, comp
 
 
-def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -> Compiled:
+def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool = True) -> Compiled:
+    """`placements=False` skips the data layout records (timing-only runs of the largest programs)."""
+    want_placements = placements
     hw, program = lowering.hw, lowering.program
     groups = {g.name: g for g in problem.groups}
     sym = Symbols()
@@ -136,7 +144,8 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -
         mode = chosen[job.name]
         tilings = mode.payload.tilings
         for pl, lay in zip(tilings, layouts[job.name]):
-            placements.extend(lay.placements())
+            if want_placements:
+                placements.extend(lay.placements())
             in_banks.update(p.resident for p in pl.shape.parts) if pl.shape.parts else in_banks.add(pl.shape.resident)
             if pl.kind == "hostgemv":
                 sym.id(host_copy(pl.shape.resident))
@@ -145,9 +154,11 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -
                                                  tilings, layouts[job.name])
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
+    host_reads = {n for j in problem.jobs for r in chosen[j.name].payload.roles.values() if r[0] == "HOP"
+                  for n in program.op(r[1]).inputs}
     for t in program.tensors.values():
-        if t.role.value != "kv_cache" and t.name not in in_banks:
-            sym.id(t.name)
+        if t.role.value != "kv_cache" and (t.name not in in_banks or t.name in host_reads):
+            sym.id(t.name)  # (a tied embedding table is gathered by the host and streamed by PIM)
 
     # ---- exact timeline ------------------------------------------------------------------------
     job_of_task: dict[str, str] = {}
@@ -239,6 +250,7 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -
 
     order = sorted(placed.values(), key=lambda p: (p.start, job_pos[job_of_task[p.task]], p.task))
     for pt in order:
+        shared: dict[int, tuple[int, list[Instruction]]] = {}
         if pt.resource == HOST:
             chans = [-1]
         else:
@@ -251,13 +263,26 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution) -
                 src_chans = [-1] if res_of[p] == HOST else list(groups[res_of[p]].channels)
                 for sc in src_chans:
                     body.append(make("WAIT", id=sig(p, sc)))
-            seq, rel = pt.per_channel.get(ch, ((), ()))
+            producer, rel = pt.per_channel.get(ch, (tuple, ()))
+            seq = producer()
+            if len(seq) != len(rel):
+                raise DecodeError(f"{pt.task}: channel {ch} emitted {len(seq)} commands, {len(rel)} were timed")
             start = pt.start
-            body.extend([ins.at(start + r) for ins, r in zip(seq, rel)])
+            prev = shared.get(id(rel)) if ch != -1 else None
+            if prev is not None and prev[0] == start and len(prev[1]) == len(seq):
+                # lockstep channels share identical stamped instructions (most MAC/ACT/PRE)
+                body.extend([p if p.args == ins.args else ins.at(start + r)
+                             for p, ins, r in zip(prev[1], seq, rel)])
+            else:
+                stamped = [ins.at(start + r) for ins, r in zip(seq, rel)]
+                if ch != -1:
+                    shared[id(rel)] = (start, stamped)
+                body.extend(stamped)
             if succs_cross[pt.task]:
                 body.append(make("SIG", id=sig(pt.task, ch)))
             item = (pt.start, 1, body)
             (host if ch == -1 else channels[ch]).append(item)
+        pt.per_channel = {}  # emitted: let the unstamped commands go
     for g, rs in refs.items():
         for at in rs:
             for ch in groups[g].channels:

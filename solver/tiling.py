@@ -113,3 +113,14 @@ def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_
     rows_per_pass = max(1, min(rows_per_pu, hw.pim.acc_registers // vg))
     return Tiling(shape, tuple(channels), tuple(tuple(s) for s in slots), rows_per_pu, pus, vg, rows_per_pass,
                   chunk, epb, double_buffer, double_buffer if interleave is None else interleave)
+
+
+def channel_signature(t: Tiling, ci: int) -> tuple:
+    """Channels with equal signatures run structurally identical command sequences (same
+    commands, counts and stamps; only data addresses differ)."""
+    out = []
+    for slot in range(t.slot_count):
+        for pu in range(t.pus):
+            held = t.pu_rows(ci, slot, pu)
+            out.append(0 if held is None else held[2] - held[1])
+    return tuple(out)

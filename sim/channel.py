@@ -1,0 +1,389 @@
+"""The channel kernel: executes one channel's instruction table command by command.
+
+`run_channel` issues instructions from position st[ST_POS] until the stream ends (returns
+DONE), a WAIT finds its signal unset (BLOCKED; st[ST_BLOCK] = the dense signal index), or a
+violation (ERROR; `err` holds the details, see E_* and ERR_*). It is written in the subset of
+Python that numba compiles (flat int64 arrays, scalars); without numba it runs as is.
+
+Issue rule of one instruction (see sim/__init__ for the ISA-level description):
+  ready    = previous command's cycle + 1 (one command per cycle on the bus, in stream order)
+  earliest = max(ready, WAIT release, every timing row next=c over the units touched,
+                 global-buffer burst readiness for MAC)
+  stamped instructions issue their first command exactly at the stamp, which must be >= each
+  of these bounds; unstamped ones at `earliest`.
+Commands 2.. of a sweep follow at t_prev + gap[c] (or later while a global-buffer burst is not
+ready, or a window row c->c binds). Constraints from commands before the sweep are the same for
+every command of the sweep (same command, same banks), so checking the first one suffices.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from hwmodel.model import COMMANDS
+
+from .jit import njit
+from .result import LOG_DTYPE
+
+# ---- layout shared with encode.py and timing.py -------------------------------------------------
+# Defined here, not imported: numba's on-disk cache is keyed on this file only, so every constant
+# the kernel reads must live in it.
+ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC = range(8)
+assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC"), "update the kernel's command indices"
+OP_SIG, OP_WAIT, OP_HOP, OP_EPI = 8, 9, 10, 11
+# instruction table columns (see encode.py)
+(C_OP, C_STAMP, C_MASK, C_ROW, C_COL, C_N, C_GB, C_ACC, C_CNT, C_BANK, C_SYM) = range(11)
+WIDTH = 11
+# hardware scalars (see timing.py)
+(HWP_NB, HWP_NG, HWP_NR, HWP_NPU, HWP_NU, HWP_NCOL, HWP_NROW, HWP_GB, HWP_ACC, HWP_TREFI,
+ HWP_MAXP, HWP_SYNC, HWP_RECORD, HWP_TGB, HWP_R, HWP_BPB) = range(16)
+HWP_LEN = 16
+# stall reasons after the table rows (index R + k)
+R_SYNC, R_STAMP, R_GB = 0, 1, 2
+
+NEG = -(1 << 50)
+DONE, BLOCKED, ERROR = 0, 1, 2
+# scalar state
+ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK = range(8)
+ST_LEN = 8
+# error codes
+(E_NONE, E_TIMING, E_BUS, E_SYNC, E_CLOSED, E_OPEN, E_REFOPEN, E_PU, E_RANGE, E_REFLATE, E_SIGTWICE,
+ E_STREAM, E_GB) = range(13)
+# err array slots
+ERR_CODE, ERR_CYCLE, ERR_BANK, ERR_INSTR, ERR_ROW, ERR_NEEDED, ERR_ACTUAL, ERR_X1, ERR_X2 = range(9)
+ERR_LEN = 9
+# E_RANGE field codes (ERR_X1)
+F_BANK, F_MASK, F_ROW, F_COL, F_GB, F_ACC, F_COUNT = range(7)
+
+
+@njit(inline=True)
+def _units(s, mask, gmask, rmask, nb, ng, nr):
+    """(first unit, unit bitmask) of scope s for a command touching mask / gmask / rmask."""
+    if s == 0:
+        return 0, mask
+    if s == 1:
+        return nb, gmask
+    if s == 2:
+        return nb + ng, rmask
+    return nb + ng + nr, 1
+
+
+@njit
+def _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start, rows_idx, prev, scope, lat,
+                 win, wbase, viol, t):
+    """Earliest cycle the timing rows allow command c; binding row, unit, prev time. If t >= 0,
+    also mark in viol[k] every row that t violates."""
+    nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
+    best, brow, bunit, bprev = NEG, -1, -1, NEG
+    for j in range(rows_start[c], rows_start[c + 1]):
+        k = rows_idx[j]
+        p, L, w = prev[k], lat[k], win[k]
+        lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr)
+        u = lo
+        while m:
+            if m & 1:
+                if w == 0:
+                    tp = last[p * nu + u]
+                else:
+                    tp = ring[wbase[k] + u * w + rhead[k * nu + u]]
+                r = tp + L
+                if r > best:
+                    best, brow, bunit, bprev = r, k, u, tp
+                if t >= 0 and r > t:
+                    viol[k] = 1
+            m >>= 1
+            u += 1
+    return best, brow, bunit, bprev
+
+
+@njit
+def _push(c, mask, gmask, rmask, t, hwp, last, ring, rhead, prev, scope, win, wbase, wprev):
+    """Record command c issued at t in every unit it touches (and in window rings)."""
+    nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
+    for s in range(4):
+        lo, m = _units(s, mask, gmask, rmask, nb, ng, nr)
+        u = lo
+        while m:
+            if m & 1:
+                last[c * nu + u] = t
+            m >>= 1
+            u += 1
+    if wprev[c]:
+        for k in range(hwp[HWP_R]):
+            w = win[k]
+            if w == 0 or prev[k] != c:
+                continue
+            lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr)
+            u = lo
+            while m:
+                if m & 1:
+                    h = rhead[k * nu + u]
+                    ring[wbase[k] + u * w + h] = t
+                    rhead[k * nu + u] = (h + 1) % w
+                m >>= 1
+                u += 1
+
+
+@njit(inline=True)
+def _fail(err, code, cycle, bank, instr, row, needed, actual, x1, x2):
+    err[ERR_CODE], err[ERR_CYCLE], err[ERR_BANK], err[ERR_INSTR] = code, cycle, bank, instr
+    err[ERR_ROW], err[ERR_NEEDED], err[ERR_ACTUAL], err[ERR_X1], err[ERR_X2] = row, needed, actual, x1, x2
+    return ERROR
+
+
+@njit
+def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows_idx, gap, gap_row, self_win,
+                wprev, compl, bg_of, rank_of, pu_of, hwp, st, last, ring, rhead, openrow, openinstr, firstacc,
+                gbready, sig, issue, lastc, done, counts, bbursts, pumacs, hits, misses, stall, viol,
+                lcyc, lcmd, lbank, lmask, lrow, lcol, linstr, err):
+    nb, ncol, nrow = hwp[HWP_NB], hwp[HWP_NCOL], hwp[HWP_NROW]
+    ngb, nacc, trefi, maxp, sync, tgb = hwp[HWP_GB], hwp[HWP_ACC], hwp[HWP_TREFI], hwp[HWP_MAXP], hwp[HWP_SYNC], hwp[HWP_TGB]
+    R, record, bpb = hwp[HWP_R], hwp[HWP_RECORD], hwp[HWP_BPB]
+    n = prog.shape[0] // WIDTH
+    pos = st[ST_POS]
+    while pos < n:
+        base = pos * WIDTH
+        op = prog[base + C_OP]
+        stamp = prog[base + C_STAMP]
+        if op == OP_SIG:
+            t = max(st[ST_MAXDONE], st[ST_PREV] + 1)
+            sid = prog[base + C_ROW]
+            if sig[sid] >= 0:
+                st[ST_POS] = pos
+                return _fail(err, E_SIGTWICE, t, -1, pos, -1, 0, 0, sid, sig[sid])
+            sig[sid] = t
+            issue[pos], lastc[pos], done[pos] = t, t, t
+            st[ST_PREV] = t
+            pos += 1
+            continue
+        if op == OP_WAIT:
+            sid = prog[base + C_ROW]
+            if sig[sid] < 0:
+                st[ST_POS] = pos
+                st[ST_BLOCK] = sid
+                return BLOCKED
+            rel = sig[sid] + sync
+            if rel > st[ST_WAIT]:
+                st[ST_WAIT] = rel
+            issue[pos], lastc[pos], done[pos] = rel, rel, rel
+            st[ST_PREV] = rel
+            pos += 1
+            continue
+        st[ST_POS] = pos
+        # cycle named by state / range errors: the stamp, else the earliest the stream allows
+        at = stamp if stamp >= 0 else max(st[ST_BUS] + 1, st[ST_WAIT])
+        if op > RDACC:
+            return _fail(err, E_STREAM, at, -1, pos, -1, 0, 0, op, 0)
+        c = op
+        ncmd = prog[base + C_N]
+        col = prog[base + C_COL]
+        gbi = prog[base + C_GB]
+        acc = prog[base + C_ACC]
+        cnt = prog[base + C_CNT]
+        bank = prog[base + C_BANK]
+        # ---- target banks and static ranges ----------------------------------------------
+        if bank >= 0:
+            if bank >= nb:
+                return _fail(err, E_RANGE, at, bank, pos, -1, 0, 0, F_BANK, nb)
+            mask = 1 << bank
+        else:
+            mask = prog[base + C_MASK]
+        if c != WRGB and (mask == 0 or (mask >> nb) != 0):
+            return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_MASK, mask)
+        if ncmd < 1 or cnt < 1:
+            return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_COUNT, cnt)
+        gmask = 0
+        rmask = 0
+        if c == WRGB:
+            gmask = (1 << hwp[HWP_NG]) - 1
+            rmask = (1 << hwp[HWP_NR]) - 1
+        else:
+            for b in range(nb):
+                if (mask >> b) & 1:
+                    gmask |= 1 << bg_of[b]
+                    rmask |= 1 << rank_of[b]
+        if c == ACT and prog[base + C_ROW] >= nrow:
+            return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_ROW, nrow)
+        if (c == RD or c == WR or c == MAC) and col + ncmd > ncol:
+            return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_COL, ncol)
+        if (c == MAC or c == WRGB) and gbi + ncmd > ngb:
+            return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_GB, ngb)
+        if (c == MAC and acc >= nacc) or (c == RDACC and acc + cnt > nacc):
+            return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_ACC, nacc)
+        # ---- bank state ---------------------------------------------------------------------
+        pumask = 0
+        for b in range(nb):
+            if (mask >> b) & 1:
+                if c == ACT and openrow[b] >= 0:
+                    return _fail(err, E_OPEN, at, b, pos, -1, 0, 0, openrow[b], openinstr[b])
+                if (c == PRE or c == RD or c == WR or c == MAC) and openrow[b] < 0:
+                    return _fail(err, E_CLOSED, at, b, pos, -1, 0, 0, 0, 0)
+                if c == REF and openrow[b] >= 0:
+                    return _fail(err, E_REFOPEN, at, b, pos, -1, 0, 0, openrow[b], openinstr[b])
+                if c == MAC:
+                    bit = 1 << pu_of[b]
+                    if pumask & bit:
+                        return _fail(err, E_PU, at, b, pos, -1, 0, 0, pu_of[b], 0)
+                    pumask |= bit
+        # ---- first command: earliest legal cycle ------------------------------------------
+        ready = st[ST_BUS] + 1
+        req, brow, bunit, bprev = _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start,
+                                               rows_idx, tprev, tscope, tlat, twin, twbase, viol, -1)
+        gbneed = NEG
+        if c == MAC:
+            gbneed = gbready[gbi]
+        earliest = ready
+        reason = -1
+        if st[ST_WAIT] > earliest:
+            earliest, reason = st[ST_WAIT], R + R_SYNC
+        if req > earliest:
+            earliest, reason = req, brow
+        if gbneed > earliest:
+            earliest, reason = gbneed, R + R_GB
+        if stamp >= 0:
+            t = stamp
+            if t < ready:
+                return _fail(err, E_BUS, t, -1, pos, -1, 1, t - st[ST_BUS], st[ST_BUS], 0)
+            if t < st[ST_WAIT]:
+                return _fail(err, E_SYNC, t, -1, pos, -1, sync, t - (st[ST_WAIT] - sync), st[ST_WAIT], 0)
+            if t < req:
+                _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start, rows_idx, tprev,
+                             tscope, tlat, twin, twbase, viol, t)
+                b = bunit if bunit < nb else -1
+                return _fail(err, E_TIMING, t, b, pos, brow, tlat[brow], t - bprev, 0, 0)
+            if t < gbneed:
+                return _fail(err, E_GB, t, -1, pos, -1, tgb, t - (gbneed - tgb), gbi, 0)
+            if t > earliest:
+                stall[R + R_STAMP] += t - earliest
+        else:
+            t = earliest
+        if reason >= 0:
+            stall[reason] += earliest - ready
+        # ---- the sweep ----------------------------------------------------------------------
+        g = gap[c]
+        logrow = -1
+        if c == ACT:
+            logrow = prog[base + C_ROW]
+        elif c == RD or c == WR or c == MAC:
+            for b in range(nb):
+                if (mask >> b) & 1:
+                    if logrow == -1:
+                        logrow = openrow[b]
+                    elif openrow[b] != logrow:
+                        logrow = -2
+            if logrow == -2:
+                logrow = -1
+        logbank = -1
+        if mask != 0 and (mask & (mask - 1)) == 0 and c != REF:
+            logbank = bank if bank >= 0 else 0
+            if bank < 0:
+                while ((mask >> logbank) & 1) == 0:
+                    logbank += 1
+        tk = t
+        for k in range(ncmd):
+            if k > 0:
+                nxt = tk + g
+                why = gap_row[c]
+                if c == MAC and gbready[gbi + k] > nxt:
+                    nxt, why = gbready[gbi + k], R + R_GB
+                if self_win[c]:
+                    r2, br2, bu2, bp2 = _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start,
+                                                     rows_idx, tprev, tscope, tlat, twin, twbase, viol, -1)
+                    if r2 > nxt:
+                        nxt, why = r2, br2
+                if nxt > tk + 1 and why >= 0:
+                    stall[why] += nxt - tk - 1
+                tk = nxt
+            if self_win[c]:
+                _push(c, mask, gmask, rmask, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev)
+            if c == WRGB:
+                gbready[gbi + k] = tk + tgb
+            if record:
+                i = st[ST_LOG]
+                lcyc[i], lcmd[i], lbank[i], lmask[i], lrow[i], linstr[i] = tk, c, logbank, mask, logrow, pos
+                if c == RD or c == WR or c == MAC:
+                    lcol[i] = col + k
+                elif c == WRGB:
+                    lcol[i] = gbi + k
+                elif c == RDACC:
+                    lcol[i] = acc + k * (bpb // 4)
+                else:
+                    lcol[i] = -1
+                st[ST_LOG] = i + 1
+        if not self_win[c]:
+            _push(c, mask, gmask, rmask, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev)
+        # ---- state and statistics -----------------------------------------------------------
+        counts[c] += ncmd
+        for b in range(nb):
+            if (mask >> b) & 1:
+                if c == ACT:
+                    openrow[b] = prog[base + C_ROW]
+                    openinstr[b] = pos
+                    firstacc[b] = 1
+                elif c == PRE:
+                    openrow[b] = -1
+                elif c == RD or c == WR or c == MAC:
+                    bbursts[b] += ncmd
+                    if firstacc[b]:
+                        misses[b] += 1
+                        hits[b] += ncmd - 1
+                        firstacc[b] = 0
+                    else:
+                        hits[b] += ncmd
+                    if c == MAC:
+                        pumacs[pu_of[b]] += ncmd
+        if c == REF:
+            j = st[ST_REFS] + 1
+            st[ST_REFS] = j
+            deadline = (j + maxp) * trefi
+            if t >= deadline:
+                return _fail(err, E_REFLATE, deadline, -1, pos, -1, 0, 0, j, t)
+        d = tk + compl[c]
+        issue[pos], lastc[pos], done[pos] = t, tk, d
+        if d > st[ST_MAXDONE]:
+            st[ST_MAXDONE] = d
+        st[ST_PREV] = t
+        st[ST_BUS] = tk
+        pos += 1
+    st[ST_POS] = pos
+    return DONE
+
+
+def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Fresh arrays for one channel (see run_channel's arguments). `log`: LOG_DTYPE rows the kernel
+    fills, one per command (None: no command log)."""
+    hwp = tab.hwp
+    nb, nu, npu = int(hwp[HWP_NB]), int(hwp[HWP_NU]), int(tab.pu_of.max()) + 1
+    R = tab.rows
+    i64 = np.int64
+    st = np.zeros(ST_LEN, dtype=i64)
+    st[ST_BUS] = -1
+    st[ST_PREV] = -1
+    record = log is not None
+    if log is None or len(log) < 2:  # >= 2 rows: field views stay non-contiguous (one jit signature)
+        log = np.empty(2, dtype=LOG_DTYPE)
+    hwpc = hwp.copy()
+    hwpc[HWP_RECORD] = int(record)
+    return dict(
+        hwp=hwpc,
+        st=st, last=np.full(8 * nu, NEG, dtype=i64), ring=np.full(tab.ring_size, NEG, dtype=i64),
+        rhead=np.zeros(max(R, 1) * nu, dtype=i64), openrow=np.full(nb, -1, dtype=i64),
+        openinstr=np.full(nb, -1, dtype=i64), firstacc=np.zeros(nb, dtype=i64),
+        gbready=np.full(max(int(hwp[HWP_GB]), 1), NEG, dtype=i64),
+        issue=np.full(n_instr, -1, dtype=i64), lastc=np.full(n_instr, -1, dtype=i64),
+        done=np.full(n_instr, -1, dtype=i64), counts=np.zeros(8, dtype=i64), bbursts=np.zeros(nb, dtype=i64),
+        pumacs=np.zeros(npu, dtype=i64), hits=np.zeros(nb, dtype=i64), misses=np.zeros(nb, dtype=i64),
+        stall=np.zeros(R + 3, dtype=i64), viol=np.zeros(max(R, 1), dtype=i64),
+        log=log, lcyc=log["cycle"], lcmd=log["command"], lbank=log["bank"], lmask=log["mask"], lrow=log["row"],
+        lcol=log["col"], linstr=log["instr"], err=np.zeros(ERR_LEN, dtype=i64),
+    )
+
+
+def call(tab, prog: np.ndarray, s: dict[str, np.ndarray], sig: np.ndarray) -> int:
+    """Run (or resume) one channel; returns DONE, BLOCKED or ERROR."""
+    return run_channel(
+        prog, tab.prev, tab.nxt, tab.scope, tab.lat, tab.win, tab.wbase, tab.rows_start, tab.rows_idx, tab.gap,
+        tab.gap_row, tab.self_win, tab.wprev, tab.completion, tab.bg_of, tab.rank_of, tab.pu_of, s["hwp"], s["st"],
+        s["last"], s["ring"], s["rhead"], s["openrow"], s["openinstr"], s["firstacc"], s["gbready"], sig,
+        s["issue"], s["lastc"], s["done"], s["counts"], s["bbursts"], s["pumacs"], s["hits"], s["misses"],
+        s["stall"], s["viol"], s["lcyc"], s["lcmd"], s["lbank"], s["lmask"], s["lrow"], s["lcol"], s["linstr"],
+        s["err"])

@@ -1,0 +1,216 @@
+"""Timing of all streams together: channels (the kernel) and host, coupled by SIG/WAIT.
+
+Channels share no timing state, so each stream runs as far as it can; a WAIT on an unset signal
+parks it until some stream sets the signal. When every unfinished stream is parked, the program
+deadlocks (SimulationError kind "deadlock", naming each parked stream, instruction and signal).
+After the run: the refresh rule at the end, and every bank must be precharged at the end (so the
+next program starts from closed banks, as ACT and REF require).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hwmodel.isa import Instruction
+from hwmodel.model import COMMANDS, Hardware
+
+from . import channel as K
+from .encode import C_N, C_OP, C_ROW, C_SYM, OP_SIG, encode
+from .errors import SimulationError
+from .host import HostRunner
+from .result import LOG_DTYPE
+from .timing import TimingTables, compile_tables
+
+_RANGE_FIELD = {K.F_BANK: "bank", K.F_MASK: "mask", K.F_ROW: "row", K.F_COL: "column",
+                K.F_GB: "global-buffer burst", K.F_ACC: "accumulator", K.F_COUNT: "count"}
+
+
+@dataclass
+class Timed:
+    """What the timing pass produced (inputs to SimResult and to the functional pass)."""
+
+    tables: TimingTables
+    channels: list[dict[str, np.ndarray]]
+    host: HostRunner
+    signal_ids: np.ndarray
+    signal_time: np.ndarray
+    makespan: int
+    stalls: dict[str, int] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+    log: np.ndarray | None = None
+
+
+def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instruction], s, sig_ids) -> SimulationError:
+    e = s["err"]
+    code, cycle, bank, i = (int(x) for x in e[[K.ERR_CODE, K.ERR_CYCLE, K.ERR_BANK, K.ERR_INSTR]])
+    row, needed, actual, x1, x2 = (int(x) for x in e[[K.ERR_ROW, K.ERR_NEEDED, K.ERR_ACTUAL, K.ERR_X1, K.ERR_X2]])
+    ins = stream[i]
+    cyc = None if cycle < 0 else cycle
+    kw = dict(cycle=cyc, stream=ch, bank=bank, instr=i, instruction=ins)
+    if code == K.E_TIMING:
+        violated = tuple(tab.names[k] for k in np.flatnonzero(s["viol"][: tab.rows]))
+        err = SimulationError("timing", "", constraint=tab.names[row], needed=needed, actual=actual, **kw)
+        err.violated = violated
+        return err
+    if code == K.E_GB:
+        err = SimulationError("timing", f"global-buffer burst {x1} written by a WRGB {actual} cycles earlier",
+                              constraint=tab.names[tab.rows + 2], needed=needed, actual=actual, **kw)
+        err.violated = (err.constraint,)
+        return err
+    if code == K.E_BUS:
+        return SimulationError("bus", f"the channel's previous command issued at cycle {x1} (one command per "
+                               "cycle, in stream order)", needed=needed, actual=actual, **kw)
+    if code == K.E_SYNC:
+        return SimulationError("sync", f"a WAIT before it releases at cycle {x1}", needed=needed,
+                               actual=actual, **kw)
+    if code == K.E_CLOSED:
+        return SimulationError("bank_state", f"bank {bank} is precharged (closed); {ins.op} needs an open row",
+                               **kw)
+    if code == K.E_OPEN:
+        return SimulationError("bank_state", f"bank {bank} is open (row {x1}, activated by instr {x2}); "
+                               "ACT needs it precharged", **kw)
+    if code == K.E_REFOPEN:
+        return SimulationError("bank_state", f"REF needs every bank precharged; bank {bank} is open (row "
+                               f"{x1}, activated by instr {x2})", **kw)
+    if code == K.E_PU:
+        return SimulationError("pim_unit", f"mask has two banks of PIM unit {x1} (at most one per unit)", **kw)
+    if code == K.E_RANGE:
+        what = _RANGE_FIELD[x1]
+        if x1 == K.F_MASK:
+            msg = f"mask 0x{x2:X} is empty or names banks >= {hw.organization.banks_per_channel}"
+        elif x1 == K.F_COUNT:
+            msg = "count must be >= 1"
+        else:
+            has = {K.F_BANK: f"the channel has {x2} banks", K.F_ROW: f"a bank has {x2} rows",
+                   K.F_COL: f"col + count runs past the {x2} columns of a row",
+                   K.F_GB: f"gb + count runs past the {x2} bursts of the global buffer",
+                   K.F_ACC: f"a PIM unit has {x2} accumulators"}[x1]
+            msg = f"{what} out of range: {has}"
+        return SimulationError("range", msg, **kw)
+    if code == K.E_REFLATE:
+        return SimulationError("refresh", f"refresh #{x1} issued at cycle {x2}: at cycle {cycle} more than "
+                               f"max_postponed_refresh={hw.timing.max_postponed_refresh} refreshes were owed "
+                               f"(one is due every tREFI={hw.timing.p('tREFI')})", **kw)
+    if code == K.E_SIGTWICE:
+        return SimulationError("signal", f"signal {int(sig_ids[x1])} set twice (first at cycle {x2})", **kw)
+    if code == K.E_STREAM:
+        return SimulationError("stream", f"{ins.op} is a host instruction; channel streams run DRAM/PIM "
+                               "commands, SIG and WAIT", **kw)
+    raise AssertionError(f"unknown kernel error code {code}")
+
+
+def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instruction], program,
+               record: bool, n_symbols: int | None = None) -> Timed:
+    """n_symbols: check src/dst symbol indices against it (None: not checked)."""
+    if len(channels) > hw.organization.channels:
+        raise SimulationError("range", f"{len(channels)} channel streams, but {hw.name} has "
+                              f"{hw.organization.channels} channels")
+    if hw.organization.banks_per_channel > 62:
+        raise SimulationError("range", "the simulator supports at most 62 banks per channel")
+    tab = compile_tables(hw)
+    t0 = time.perf_counter()
+    enc = encode(hw, channels, host)
+    t1 = time.perf_counter()
+    for ch, t in enumerate(enc.channels if n_symbols is not None else ()):
+        bad = np.flatnonzero(t[:, C_SYM] >= n_symbols)
+        if len(bad):
+            i = int(bad[0])
+            raise SimulationError("symbol", f"symbol index {int(t[i, C_SYM])} out of range ({n_symbols} symbols)",
+                                  stream=ch, instr=i, instruction=channels[ch][i])
+    sig = np.full(max(len(enc.signal_ids), 1), -1, dtype=np.int64)
+    # the command log: one array, channel after channel, each channel's rows in issue order
+    ncmd = [int(t[t[:, C_OP] < 8, C_N].clip(min=0).sum()) if len(t) else 0 for t in enc.channels]
+    ends = np.cumsum([0] + ncmd)
+    log = np.empty(int(ends[-1]), dtype=LOG_DTYPE) if record else None
+    idle = K.new_state(tab, 0, None)  # shared, read-only: channels without instructions never run
+    states = [K.new_state(tab, len(t), None if log is None else log[ends[c]:ends[c + 1]]) if len(t) else idle
+              for c, t in enumerate(enc.channels)]
+    progs = [np.ascontiguousarray(t.reshape(-1)) for t in enc.channels]
+    hr = HostRunner(hw, program, host, enc.host)
+    # streams 0..C-1 channels, C host
+    C = len(channels)
+    t2 = time.perf_counter()
+    pending = [c for c in range(C) if len(enc.channels[c])] + [C]
+    blocked: dict[int, int] = {}
+    while pending:
+        s = pending.pop()
+        if s == C:
+            if not hr.run(sig):
+                blocked[s] = hr.block
+        else:
+            status = K.call(tab, progs[s], states[s], sig)
+            if status == K.ERROR:
+                raise _channel_error(hw, tab, s, channels[s], states[s], enc.signal_ids)
+            if status == K.BLOCKED:
+                blocked[s] = int(states[s]["st"][K.ST_BLOCK])
+        for b, sid in list(blocked.items()):
+            if sig[sid] >= 0:
+                del blocked[b]
+                pending.append(b)
+    if blocked:
+        raise _deadlock(enc, channels, host, states, hr, blocked)
+    makespan = max([int(s["st"][K.ST_MAXDONE]) for s in states] + [hr.max_end]
+                   + [int(sig.max()) if len(sig) else 0])
+    for ch, s in enumerate(states):
+        _check_end(hw, ch, channels[ch], s, makespan)
+    stalls: dict[str, int] = {}
+    for s in states:
+        for k in np.flatnonzero(s["stall"]):
+            stalls[tab.names[k]] = stalls.get(tab.names[k], 0) + int(s["stall"][k])
+    for k, v in hr.stall.items():
+        if v:
+            stalls[f"host {k}"] = v
+    if log is not None:
+        for c, s in enumerate(states):
+            m = int(s["st"][K.ST_LOG])
+            if m < 2:
+                log[ends[c]:ends[c] + m] = s["log"][:m]
+            log["channel"][ends[c]:ends[c] + m] = c
+    phases = {"encode": t1 - t0, "allocate": t2 - t1, "issue": time.perf_counter() - t2}
+    return Timed(tab, states, hr, enc.signal_ids, sig, makespan, stalls, phases, log)
+
+
+def _deadlock(enc, channels, host, states, hr, blocked) -> SimulationError:
+    C = len(channels)
+    set_by_someone = set()
+    for t in enc.channels + [enc.host]:
+        set_by_someone.update(t[t[:, C_OP] == OP_SIG, C_ROW].tolist())
+    parts = []
+    first = None
+    for s, sid in sorted(blocked.items()):
+        pos = hr.pos if s == C else int(states[s]["st"][K.ST_POS])
+        name = "host" if s == C else f"channel {s}"
+        ins = (host if s == C else channels[s])[pos]
+        why = "never set by any SIG" if sid not in set_by_someone else "its SIG is behind a WAIT that never releases"
+        parts.append(f"{name} instr {pos} WAIT id={int(enc.signal_ids[sid])} ({why})")
+        if first is None:
+            first = (s if s < C else "host", pos, ins)
+    err = SimulationError("deadlock", "every unfinished stream waits: " + "; ".join(parts),
+                          stream=first[0], instr=first[1], instruction=first[2])
+    err.blocked = parts
+    return err
+
+
+def _check_end(hw: Hardware, ch: int, stream, s, T: int) -> None:
+    trefi, maxp = hw.timing.p("tREFI"), hw.timing.max_postponed_refresh
+    n = int(s["st"][K.ST_REFS])
+    if (n + 1 + maxp) * trefi <= T:
+        cyc = (n + 1 + maxp) * trefi
+        raise SimulationError("refresh", f"{n} REFs issued before cycle {cyc}: {maxp + 1} owed, more than "
+                              f"max_postponed_refresh={maxp} (one due every tREFI={trefi})", cycle=cyc, stream=ch)
+    if n < T // trefi:
+        raise SimulationError("refresh", f"program ends at cycle {T} owing {T // trefi - n} refresh(es): "
+                              f"{n} REFs issued, {T // trefi} due (one every tREFI={trefi})", cycle=T, stream=ch)
+    open_banks = np.flatnonzero(s["openrow"] >= 0)
+    if len(open_banks):
+        b = int(open_banks[0])
+        i = int(s["openinstr"][b])
+        raise SimulationError("bank_state", f"bank {b} is still open (row {int(s['openrow'][b])}) at the end of "
+                              "the program; every bank must be precharged at the end", cycle=T, stream=ch,
+                              bank=b, instr=i, instruction=stream[i])
+
+
+def command_names() -> tuple[str, ...]:
+    return COMMANDS

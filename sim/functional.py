@@ -1,0 +1,360 @@
+"""The functional pass: data effects of every instruction, in cycle order, after timing.
+
+Timing does not depend on data, so values are computed after the timing pass, replaying the
+instructions in the order of the cycles their effects happen:
+
+  channel instruction   acts at its first command's issue cycle (bank, global buffer and
+                        accumulator effects; reads of host tensors by WR/WRGB);
+                        RD / RDACC deliver into host tensors at completion (last command + CL + BL2)
+  HOP / EPI             read their inputs at start, write their outputs at end
+  SIG / WAIT            carry vector clocks (which instructions of other streams are known done)
+At one cycle, deliveries come before SIG, then reads, WAITs and issues (in stream order).
+
+Numerics (PIM): operands in the PIM dtype (fp16, or bf16 held in float32); MAC multiplies lane by
+lane in fp32 (exact for fp16/bf16 operands), sums the burst's products in fp32, then adds that sum
+to the accumulator in fp32, burst after burst. RDACC adds the accumulators (fp32) into the host
+tensor and clears them (stride 0: their sum, in order, into one element); the result is rounded
+to the host tensor's dtype (fp32 for staging tensors `X#acc`). WRGB and WR convert host values to the PIM dtype; RD converts to the host
+tensor's dtype. EPI: gemv out = round(staging + bias), attn_score out = round(staging *
+1/sqrt(head_dim)), attn_context out = round(staging). HOP runs ir.reference.execute.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hwmodel.model import Hardware
+from hwmodel.streams import StreamSet
+from ir.reference import execute
+from ir.types import round_to
+
+from .encode import OP_SIG, OPCODES
+from .engine import Timed
+from .errors import SimulationError, stream_name
+from .memory import BankMemory, HostTensor, pim_round
+
+F32 = np.float32
+_ISSUE, _DELIVER, _SIGNAL = 2, 0, 1
+
+
+class Machine:
+    def __init__(self, hw: Hardware, streams: StreamSet, program, state, inputs, timed: Timed):
+        self.hw, self.ss, self.program, self.timed = hw, streams, program, timed
+        self.C = len(streams.channels)
+        self.E = hw.elements_per_burst
+        self.banks = BankMemory(hw)
+        nb = hw.organization.banks_per_channel
+        self.openrow = np.full((self.C, nb), -1, dtype=np.int64)
+        self.gb = np.zeros((self.C, hw.gb_bursts, self.E), dtype=F32)     # PIM-dtype values, held in fp32
+        self.gb_written = np.zeros((self.C, hw.gb_bursts), dtype=bool)
+        self.acc = np.zeros((self.C, hw.pus_per_channel, hw.pim.acc_registers), dtype=F32)
+        S = self.C + 1
+        self.vc = np.full((S, S), -1, dtype=np.int64)
+        self.sigvc: dict[int, np.ndarray] = {}
+        self.pending: dict[tuple[int, int], tuple] = {}
+        self.host: dict[str, HostTensor] = {}
+        self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._init_memory(state, inputs)
+
+    # ---- set-up -----------------------------------------------------------------------------
+    def _init_memory(self, state, inputs) -> None:
+        prog = self.program
+        pim_flat: dict[str, np.ndarray] = {}
+        for p in self.ss.placements:
+            if p.tensor not in pim_flat:
+                if p.tensor not in state:
+                    raise SimulationError("symbol", f"placement names tensor '{p.tensor}', which is not a weight "
+                                          "or kv cache of the program (not in state)")
+                pim_flat[p.tensor] = pim_round(self.hw, np.asarray(state[p.tensor]).reshape(-1))
+            self.banks.load(p, pim_flat[p.tensor])
+        for name in prog.inputs:
+            t = prog.tensors[name]
+            self.host[name] = HostTensor(name, t.shape, t.dtype.value, inputs[name], frozen=True)
+        for i, name in enumerate(self.ss.symbols):
+            if name in self.host:
+                continue
+            base, _, suffix = name.partition("#")
+            if suffix == "acc" and base in prog.tensors:
+                self.host[name] = HostTensor(name, prog.tensors[base].shape, "fp32",
+                                             np.zeros(prog.tensors[base].shape, dtype=F32))
+            elif suffix == "host" and base in prog.tensors:
+                t = prog.tensors[base]
+                self.host[name] = HostTensor(name, t.shape, t.dtype.value)
+            elif name in prog.tensors:
+                t = prog.tensors[name]
+                if t.resident and name in state:
+                    self.host[name] = HostTensor(name, t.shape, t.dtype.value, state[name], frozen=True)
+                else:
+                    self.host[name] = HostTensor(name, t.shape, t.dtype.value)
+            else:
+                raise SimulationError("symbol", f"symbols[{i}] = '{name}' is neither a tensor of program "
+                                      f"'{prog.name}' nor '<tensor>#acc' / '<tensor>#host'")
+
+    # ---- host memory access ----------------------------------------------------------------
+    def _ctx(self, s: int, i: int) -> dict:
+        stream = "host" if s == self.C else s
+        ins = (self.ss.host if s == self.C else self.ss.channels[s])[i]
+        return dict(stream=stream, instr=i, instruction=ins)
+
+    def _tensor(self, sym: int, s: int, i: int, cycle: int) -> HostTensor:
+        if not 0 <= sym < len(self.ss.symbols):
+            raise SimulationError("symbol", f"symbol index {sym} out of range ({len(self.ss.symbols)} symbols)",
+                                  cycle=cycle, **self._ctx(s, i))
+        return self._named(self.ss.symbols[sym], s, i, cycle)
+
+    def _named(self, name: str, s: int, i: int, cycle: int) -> HostTensor:
+        t = self.host.get(name)
+        if t is None:
+            raise SimulationError("uninitialised", f"host tensor '{name}' was never written", cycle=cycle,
+                                  **self._ctx(s, i))
+        return t
+
+    def _operand(self, name: str, s: int, i: int, cycle: int) -> HostTensor:
+        """A host op's operand: the host tensor of that name, else the host copy `X#host` that RD
+        commands filled (X the tensor or, for a kv-cache version, its root storage)."""
+        for cand in (name, name + "#host", self.program.storage(name) + "#host"):
+            if cand in self.host:
+                return self.host[cand]
+        return self._named(name, s, i, cycle)
+
+    def _span(self, t: HostTensor, idx, s, i, cycle):
+        lo, hi = (idx.start, idx.stop - 1) if isinstance(idx, slice) else (int(idx.min()), int(idx.max()))
+        if lo < 0 or hi >= t.size:
+            raise SimulationError("range", f"elements {lo}..{hi} outside host tensor '{t.name}' ({t.size} "
+                                  "elements)", cycle=cycle, **self._ctx(s, i))
+
+    def _clip(self, t: HostTensor, off: int, n: int, s, i, cycle) -> slice:
+        """Elements off..off+n-1 of a burst-granular transfer, cut at the tensor's end (the host pads
+        the last burst with zeros / drops its padding); starting past the end is an error."""
+        if off >= t.size:
+            raise SimulationError("range", f"element offset {off} is past the end of host tensor '{t.name}' "
+                                  f"({t.size} elements)", cycle=cycle, **self._ctx(s, i))
+        return slice(off, min(off + n, t.size))
+
+    def read_padded(self, t: HostTensor, off: int, n: int, s: int, i: int, cycle: int) -> np.ndarray:
+        sl = self._clip(t, off, n, s, i, cycle)
+        v = self.read(t, sl, s, i, cycle)
+        if sl.stop - sl.start < n:
+            v = np.concatenate([v, np.zeros(n - (sl.stop - sl.start), dtype=v.dtype)])
+        return v
+
+    def read(self, t: HostTensor, idx, s: int, i: int, cycle: int) -> np.ndarray:
+        self._span(t, idx, s, i, cycle)
+        if t.init is not None and not t.init[idx].all():
+            bad = np.flatnonzero(~t.init[idx])[0] + (idx.start if isinstance(idx, slice) else 0)
+            if not isinstance(idx, slice):
+                bad = int(idx[np.flatnonzero(~t.init[idx])[0]])
+            raise SimulationError("uninitialised", f"reads element {bad} of host tensor '{t.name}', not written "
+                                  f"by cycle {cycle}{self._later_hint(t.name)}", cycle=cycle, **self._ctx(s, i))
+        for b, arr in t.contrib.items():
+            if b != s:
+                m = int(arr[idx].max())
+                if m >= 0 and self.vc[s, b] < m:
+                    raise SimulationError("race", f"reads host tensor '{t.name}' written by {stream_name(self._sn(b))}"
+                                          f" instr {m}, with no SIG/WAIT ordering that write before this read",
+                                          cycle=cycle, **self._ctx(s, i))
+        if not t.frozen:
+            r = t.readers.get(s)
+            if r is None:
+                r = t.readers[s] = np.full(t.size, -1, dtype=np.int32)
+            r[idx] = i
+        return t.value[idx]
+
+    def write(self, t: HostTensor, idx, values, s: int, i: int, cycle: int, accumulate: bool) -> None:
+        self._span(t, idx, s, i, cycle)
+        if t.frozen:
+            raise SimulationError("symbol", f"writes host tensor '{t.name}', a program input / host copy of state "
+                                  "(read-only)",
+                                  cycle=cycle, **self._ctx(s, i))
+        for a, arr in t.readers.items():
+            if a != s:
+                m = int(arr[idx].max())
+                if m >= 0 and self.vc[s, a] < m:
+                    raise SimulationError("race", f"writes host tensor '{t.name}' that {stream_name(self._sn(a))} "
+                                          f"instr {m} read earlier, with no SIG/WAIT ordering that read before "
+                                          "this write", cycle=cycle, **self._ctx(s, i))
+        if accumulate:
+            if t.init is not None and not t.init[idx].all():
+                raise SimulationError("uninitialised", f"accumulates into uninitialised elements of host tensor "
+                                      f"'{t.name}'", cycle=cycle, **self._ctx(s, i))
+            t.value[idx] = round_to(t.dtype, t.value[idx].astype(F32) + np.asarray(values, dtype=F32))
+        else:
+            t.value[idx] = round_to(t.dtype, values)
+            if t.init is not None:
+                t.init[idx] = True
+            for arr in t.contrib.values():
+                arr[idx] = -1
+        c = t.contrib.get(s)
+        if c is None:
+            c = t.contrib[s] = np.full(t.size, -1, dtype=np.int32)
+        c[idx] = i
+
+    def _sn(self, s: int):
+        return "host" if s == self.C else s
+
+    def _later_hint(self, name: str) -> str:
+        return " (missing WAIT?)"
+
+    # ---- the replay -------------------------------------------------------------------------
+    def run(self) -> None:
+        ev = self._events()
+        for time, prio, s, i in ev:
+            if s == self.C:
+                self._host_event(int(time), int(prio), int(i))
+            else:
+                self._channel_event(int(time), int(prio), int(s), int(i))
+
+    def _events(self) -> np.ndarray:
+        parts = []
+        deliver = (OPCODES["RD"], OPCODES["RDACC"])
+        for s in range(self.C + 1):
+            if s == self.C:
+                issue, done = self.timed.host.issue, self.timed.host.done
+                ops = np.array([OPCODES[x.op] for x in self.ss.host], dtype=np.int64)
+                deliv = (ops == OPCODES["HOP"]) | (ops == OPCODES["EPI"])
+            else:
+                st = self.timed.channels[s]
+                issue, done = st["issue"], st["done"]
+                ops = np.array([OPCODES[x.op] for x in self.ss.channels[s]], dtype=np.int64)
+                deliv = np.isin(ops, deliver)
+            n = len(ops)
+            idx = np.arange(n)
+            prio = np.where(ops == OP_SIG, _SIGNAL, _ISSUE)
+            parts.append(np.stack([issue, prio, np.full(n, s), idx], axis=1))
+            parts.append(np.stack([done[deliv], np.full(deliv.sum(), _DELIVER), np.full(deliv.sum(), s),
+                                   idx[deliv] + (1 << 40)], axis=1))
+        ev = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
+        order = np.lexsort((ev[:, 3], ev[:, 2], ev[:, 1], ev[:, 0]))
+        return ev[order]
+
+    def _sync(self, s: int, i: int, ins, cycle: int) -> None:
+        sid = ins.get("id")
+        if ins.op == "SIG":
+            v = self.vc[s].copy()
+            v[s] = i - 1
+            self.sigvc[sid] = v
+        else:
+            np.maximum(self.vc[s], self.sigvc[sid], out=self.vc[s])
+
+    def _deliver(self, s: int, i: int, cycle: int) -> None:
+        t, idx, vals, acc = self.pending.pop((s, i))
+        self.write(t, idx, vals, s, i, cycle, acc)
+
+    def _host_event(self, time: int, prio: int, i: int) -> None:
+        s = self.C
+        if i >= 1 << 40:
+            return self._deliver(s, i - (1 << 40), time)
+        ins = self.ss.host[i]
+        if ins.op in ("SIG", "WAIT"):
+            return self._sync(s, i, ins, time)
+        op = self.program.ops[ins.get("op")]
+        if ins.op == "HOP":
+            vals = {}
+            for n in op.inputs:
+                t = self._operand(n, s, i, time)
+                vals[n] = self.read(t, slice(0, t.size), s, i, time).reshape(self.program.tensors[n].shape)
+            out = execute(op, self.program, vals)
+        else:
+            name = op.outputs[0]
+            st = self._named(name + "#acc", s, i, time)
+            stag = self.read(st, slice(0, st.size), s, i, time).astype(F32)
+            kind = op.kind.value
+            if kind == "gemv" and len(op.inputs) == 3:
+                bt = self._operand(op.inputs[2], s, i, time)
+                bias = self.read(bt, slice(0, bt.size), s, i, time).astype(F32)
+                stag = (stag.reshape(-1, bias.size) + bias).reshape(-1)
+            elif kind == "attn_score":
+                stag = stag * F32(1.0 / math.sqrt(op.attrs["head_dim"]))
+            out = stag
+        name = op.outputs[0]
+        t = self.host.get(name)
+        if t is None:
+            tt = self.program.tensors[name]
+            t = self.host[name] = HostTensor(name, tt.shape, tt.dtype.value)
+        self.pending[(s, i)] = (t, slice(0, t.size), np.asarray(out).reshape(-1), False)
+
+    def _channel_event(self, time: int, prio: int, s: int, i: int) -> None:
+        if i >= 1 << 40:
+            return self._deliver(s, i - (1 << 40), time)
+        ins = self.ss.channels[s][i]
+        op = ins.op
+        if op in ("SIG", "WAIT"):
+            return self._sync(s, i, ins, time)
+        E = self.E
+        if op == "ACT":
+            for b in _bits(ins.get("mask")):
+                self.openrow[s, b] = ins.get("row")
+        elif op == "PRE":
+            for b in _bits(ins.get("mask")):
+                self.openrow[s, b] = -1
+        elif op == "MAC":
+            self._mac(s, i, ins, time)
+        elif op == "WRGB":
+            g, n = ins.get("gb"), ins.get("count")
+            t = self._tensor(ins.get("src"), s, i, time)
+            off = ins.get("offset")
+            v = self.read_padded(t, off, n * E, s, i, time)
+            self.gb[s, g:g + n] = pim_round(self.hw, v).reshape(n, E)
+            self.gb_written[s, g:g + n] = True
+        elif op == "RD":
+            b, col, n = ins.get("bank"), ins.get("col"), ins.get("count")
+            data = self._bank_read(s, i, b, col, n, time)
+            t = self._tensor(ins.get("dst"), s, i, time)
+            off = ins.get("offset")
+            sl = self._clip(t, off, n * E, s, i, time)
+            self.pending[(s, i)] = (t, sl, data.reshape(-1)[: sl.stop - sl.start].astype(F32), False)
+        elif op == "WR":
+            self._wr(s, i, ins, time)
+        elif op == "RDACC":
+            pu = self.hw.pu_of(ins.get("bank"))
+            a, n, stride, off = ins.get("acc"), ins.get("count"), ins.get("stride"), ins.get("offset")
+            vals = self.acc[s, pu, a:a + n].copy()
+            self.acc[s, pu, a:a + n] = 0
+            t = self._tensor(ins.get("dst"), s, i, time)
+            if stride == 0 and n > 1:          # every accumulator into one element: add their sum
+                vals, n = np.cumsum(vals, dtype=F32)[-1:], 1
+            idx = off + stride * np.arange(n) if n > 1 else slice(off, off + 1)
+            self._span(t, idx, s, i, time)
+            self.pending[(s, i)] = (t, idx, vals, True)
+
+    def _bank_read(self, s, i, b, col, n, time) -> np.ndarray:
+        data, _ = self.banks.row(s, b, int(self.openrow[s, b]))
+        return data[col:col + n]
+
+    def _mac(self, s, i, ins, time) -> None:
+        col, n, g, a = ins.get("col"), ins.get("count"), ins.get("gb"), ins.get("acc")
+        if not self.gb_written[s, g:g + n].all():
+            x = g + int(np.flatnonzero(~self.gb_written[s, g:g + n])[0])
+            raise SimulationError("uninitialised", f"MAC reads global-buffer burst {x}, which no WRGB wrote",
+                                  cycle=time, **self._ctx(s, i))
+        banks, pus = self._mask(ins.get("mask"))
+        d = self.banks.gather(s, banks, self.openrow[s, banks], col, n)                    # [nb, n, E]
+        sums = (d * self.gb[s, g:g + n][None]).sum(axis=-1, dtype=F32)                      # fp32 products
+        seq = np.concatenate([self.acc[s, pus, a][:, None], sums], axis=1)
+        self.acc[s, pus, a] = np.cumsum(seq, axis=1, dtype=F32)[:, -1]
+
+    def _mask(self, mask: int) -> tuple[np.ndarray, np.ndarray]:
+        r = self._masks.get(mask)
+        if r is None:
+            banks = np.array(_bits(mask), dtype=np.int64)
+            r = self._masks[mask] = (banks, banks // self.hw.pim.banks_per_pu)
+        return r
+
+    def _wr(self, s, i, ins, time) -> None:
+        E = self.E
+        b, col, n, em, off = ins.get("bank"), ins.get("col"), ins.get("count"), ins.get("emask"), ins.get("offset")
+        lanes = np.arange(E) if em == 0xFFFF else np.array([j for j in range(16) if (em >> j) & 1])
+        if len(lanes) == 0 or lanes.max() >= E:
+            raise SimulationError("range", f"emask 0x{em:X} selects no lane or lanes beyond the {E} of a burst",
+                                  cycle=time, bank=b, **self._ctx(s, i))
+        t = self._tensor(ins.get("src"), s, i, time)
+        v = pim_round(self.hw, self.read_padded(t, off, n * len(lanes), s, i, time)).reshape(n, len(lanes))
+        row = int(self.openrow[s, b])
+        data, written = self.banks.row(s, b, row)
+        data[col:col + n][:, lanes] = v
+        written[col:col + n] = True
+
+
+def _bits(mask: int) -> list[int]:
+    return [b for b in range(mask.bit_length()) if (mask >> b) & 1]

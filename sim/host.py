@@ -1,0 +1,156 @@
+"""The host unit: THE cost function of host work (the solver imports it) and the host stream.
+
+Costs, in memory-clock cycles (all integers):
+
+* ``host_op_cycles(hw, program, i)`` - op ``program.ops[i]`` run on the host (HOP):
+  ``dispatch_cycles + ceil(work / rate)`` where
+    - gemv, attn_score, attn_context: work = multiply-accumulates, rate = ``matrix_macs_per_cycle``
+      (gemv B*N*K; attn_score and attn_context B*heads*(position+1)*head_dim);
+    - every other op: work = elements read + elements written, counting activation tensors only
+      (weights, norm parameters and kv caches are not counted), rate = ``vector_elements_per_cycle``.
+* ``epilogue_cycles(hw, program, i)`` - epilogue of a PIM-dispatched op (EPI):
+  ``dispatch_cycles + ceil(output elements / vector_elements_per_cycle)``.
+
+Host stream timing: the unit runs one instruction at a time. HOP/EPI start at
+max(end of the previous HOP/EPI, release of every WAIT before it); a stamped one starts exactly
+at its stamp, which must be >= that. end = start + duration. A SIG is set at the largest end of
+the host instructions before it. WAIT id releases at signal time + ``sync_cycles``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hwmodel.model import Hardware
+
+from .encode import C_OP, C_ROW, C_STAMP, OP_EPI, OP_HOP, OP_SIG, OP_WAIT
+from .errors import SimulationError
+
+_MATRIX = ("gemv", "attn_score", "attn_context")
+
+
+def _numel(shape) -> int:
+    return math.prod(shape)
+
+
+def _macs(program, op) -> int:
+    kind = op.kind.value
+    if kind == "gemv":
+        b, k = program.tensors[op.inputs[0]].shape
+        n = program.tensors[op.inputs[1]].shape[0]
+        return b * n * k
+    a = op.attrs
+    b = program.tensors[op.inputs[0]].shape[0]
+    return b * a["heads"] * (a["position"] + 1) * a["head_dim"]
+
+
+def _activation_elements(program, names) -> int:
+    return sum(_numel(program.tensors[n].shape) for n in names if program.tensors[n].role.value == "activation")
+
+
+def host_op_cycles(hw: Hardware, program, op_index: int) -> int:
+    """Cycles the host unit is busy running op ``program.ops[op_index]`` (HOP)."""
+    op = program.ops[op_index]
+    if op.kind.value in _MATRIX:
+        work, rate = _macs(program, op), hw.host.matrix_macs_per_cycle
+    else:
+        work = _activation_elements(program, op.inputs) + _activation_elements(program, op.outputs)
+        rate = hw.host.vector_elements_per_cycle
+    return hw.host.dispatch_cycles + -(-work // rate)
+
+
+def epilogue_cycles(hw: Hardware, program, op_index: int) -> int:
+    """Cycles of the epilogue (EPI) of PIM-dispatched op ``program.ops[op_index]``."""
+    op = program.ops[op_index]
+    out = _numel(program.tensors[op.outputs[0]].shape)
+    return hw.host.dispatch_cycles + -(-out // hw.host.vector_elements_per_cycle)
+
+
+class HostRunner:
+    """Timing of the host stream; resumable like the channel kernel (run() -> done?)."""
+
+    def __init__(self, hw: Hardware, program, stream, table: np.ndarray):
+        self.hw, self.program, self.stream, self.table = hw, program, stream, table
+        n = len(stream)
+        self.issue = np.full(n, -1, dtype=np.int64)
+        self.lastc = np.full(n, -1, dtype=np.int64)
+        self.done = np.full(n, -1, dtype=np.int64)
+        self.pos = 0
+        self.free = 0          # end of the previous HOP/EPI
+        self.max_end = 0
+        self.wait = 0
+        self.block = -1
+        self.stall = {"sync": 0, "stamp": 0}
+        self.events: list[tuple[int, int, int, int, int]] = []  # start, end, op, kind, instr
+        self._cost: dict[tuple[int, int], int] = {}
+
+    def _duration(self, kind: int, op_index: int, i: int) -> int:
+        key = (kind, op_index)
+        if key not in self._cost:
+            ins = self.stream[i]
+            if self.program is None:
+                raise SimulationError("stream", "HOP/EPI needs the program (simulate(..., program=...))",
+                                      stream="host", instr=i, instruction=ins)
+            if op_index >= len(self.program.ops):
+                raise SimulationError("symbol", f"op {op_index} does not exist (program has "
+                                      f"{len(self.program.ops)} ops)", stream="host", instr=i, instruction=ins)
+            if kind == OP_EPI and self.program.ops[op_index].kind.value not in _MATRIX:
+                raise SimulationError("symbol", f"EPI of op {op_index} '{self.program.ops[op_index].name}' "
+                                      f"({self.program.ops[op_index].kind.value}): only gemv/attn_score/"
+                                      "attn_context run in memory", stream="host", instr=i, instruction=ins)
+            fn = host_op_cycles if kind == OP_HOP else epilogue_cycles
+            self._cost[key] = fn(self.hw, self.program, op_index)
+        return self._cost[key]
+
+    def run(self, sig: np.ndarray) -> bool:
+        """Advance until the end (True) or a WAIT on an unset signal (False, self.block)."""
+        t = self.table
+        sync = self.hw.host.sync_cycles
+        while self.pos < len(t):
+            i = self.pos
+            op, arg, stamp = int(t[i, C_OP]), int(t[i, C_ROW]), int(t[i, C_STAMP])
+            if op == OP_SIG:
+                if sig[arg] >= 0:
+                    raise SimulationError("signal", f"signal {self.stream[i].get('id')} set twice (first at "
+                                          f"cycle {int(sig[arg])})", cycle=self.max_end, stream="host",
+                                          instr=i, instruction=self.stream[i])
+                sig[arg] = self.max_end
+                self.issue[i] = self.lastc[i] = self.done[i] = self.max_end
+            elif op == OP_WAIT:
+                if sig[arg] < 0:
+                    self.block = arg
+                    return False
+                rel = int(sig[arg]) + sync
+                self.wait = max(self.wait, rel)
+                self.issue[i] = self.lastc[i] = self.done[i] = rel
+            elif op in (OP_HOP, OP_EPI):
+                dur = self._duration(op, arg, i)
+                earliest = max(self.free, self.wait)
+                if stamp >= 0:
+                    if stamp < self.free:
+                        raise SimulationError("bus", f"host unit busy until cycle {self.free}", cycle=stamp,
+                                              stream="host", instr=i, instruction=self.stream[i],
+                                              needed=self.free, actual=stamp)
+                    if stamp < self.wait:
+                        raise SimulationError("sync", f"a WAIT before it releases at cycle {self.wait}",
+                                              cycle=stamp, stream="host", instr=i, instruction=self.stream[i],
+                                              needed=sync, actual=stamp - (self.wait - sync))
+                    self.stall["stamp"] += stamp - earliest
+                    start = stamp
+                else:
+                    start = earliest
+                if self.wait > self.free:
+                    self.stall["sync"] += self.wait - self.free
+                end = start + dur
+                self.issue[i] = self.lastc[i] = start
+                self.done[i] = end
+                self.free = end
+                self.max_end = max(self.max_end, end)
+                self.events.append((start, end, arg, 0 if op == OP_HOP else 1, i))
+            else:
+                raise SimulationError("stream", f"{self.stream[i].op} is a channel instruction; the host "
+                                      "stream runs HOP, EPI, SIG and WAIT", stream="host", instr=i,
+                                      instruction=self.stream[i])
+            self.pos += 1
+        return True

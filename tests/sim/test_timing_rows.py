@@ -1,0 +1,173 @@
+"""Every row of the timing table on every preset: legal exactly at the stated gap, rejected one
+cycle earlier with an error naming that row.
+
+Scenario per row (prev, next, scope, latency L): `prev` is stamped at T0 and `next` at T0 + L
+(then T0 + L - 1). Banks: same bank for bank rows, another bank of the same group for
+bank_group rows, another group of the same rank for rank rows, another rank (else group) for
+channel rows. Set-up issued unstamped at the start, long before T0: ACT of the banks that must be
+open, a WRGB if a MAC needs the global buffer; afterwards PRE of every open bank.
+
+Rows another row dominates on a preset get a documented parameter override so the tested row
+binds: ACT->ACT bank tRC needs tRAS + tRP <= tRC (hbm3-pim: 45 + 19 > 63, so tRAS := tRC - tRP);
+the tFAW window needs the fifth ACT to be otherwise legal at tFAW (hbm2-pim: 4 x tRRD_S = 16 > 15;
+fpga-proto has only 4 banks, so the fifth ACT re-opens a bank after tRC): tFAW := that gap + 3.
+"""
+from __future__ import annotations
+
+import pytest
+
+from hwmodel import load_hardware
+from hwmodel.isa import make
+from hwmodel.loader import family_timing_table
+from sim import SimulationError, simulate
+from sim.timing import constraint_name
+from simgen import PRESETS, streams
+
+T0 = 1500
+ROWS = family_timing_table()
+COLUMN = ("RD", "WR", "MAC")
+
+
+def _banks(hw, scope):
+    org = hw.organization
+    bp = 0
+    if scope == "bank":
+        return bp, bp
+    if scope == "bank_group":
+        return bp, 1
+    if scope == "rank" or org.ranks == 1:
+        return bp, org.banks_per_group  # first bank of the next group
+    return bp, org.banks_per_rank      # first bank of the next rank
+
+
+def _cmd(hw, name, bank, cycle=None):
+    if name == "ACT":
+        return make("ACT", cycle=cycle, mask=1 << bank, row=1)
+    if name == "PRE":
+        return make("PRE", cycle=cycle, mask=1 << bank)
+    if name == "RD":
+        return make("RD", cycle=cycle, bank=bank, col=0, count=1, dst=0, offset=0)
+    if name == "WR":
+        return make("WR", cycle=cycle, bank=bank, col=0, count=1, src=0, offset=0, emask=0xFFFF)
+    if name == "MAC":
+        return make("MAC", cycle=cycle, mask=1 << bank, col=0, count=1, gb=0, acc=0)
+    if name == "WRGB":
+        return make("WRGB", cycle=cycle, gb=0, count=1, src=0, offset=0)
+    if name == "RDACC":
+        return make("RDACC", cycle=cycle, bank=bank, acc=0, count=1, dst=0, offset=0, stride=1)
+    return make("REF", cycle=cycle)
+
+
+def _scenario(hw, row, gap):
+    prev, nxt, scope = row["prev"], row["next"], row["scope"]
+    bp, bn = _banks(hw, scope)
+    setup, middle = [], []
+    opened = set()
+    if prev in COLUMN + ("PRE",):
+        opened.add(bp)
+    if nxt in COLUMN + ("PRE",) and not (bn == bp and prev == "ACT"):
+        opened.add(bn)
+    setup += [make("ACT", mask=1 << b, row=1) for b in sorted(opened)]
+    if "MAC" in (prev, nxt):
+        setup.append(make("WRGB", gb=0, count=1, src=0, offset=0))
+    prev_i = _cmd(hw, prev, bp, T0)
+    if row.get("window"):
+        return _window_scenario(hw, gap)
+    if prev == "ACT" and nxt == "ACT" and scope == "bank":
+        middle.append(make("PRE", mask=1 << bp))
+    next_i = _cmd(hw, nxt, bn, T0 + gap)
+    state = set(opened)
+    for name, b in ((prev, bp), (nxt, bn)):
+        if name == "ACT":
+            state.add(b)
+        if name == "PRE":
+            state.discard(b)
+    if prev == "ACT" and nxt == "ACT" and scope == "bank":
+        state = {bp}
+    cleanup = [make("PRE", mask=1 << b) for b in sorted(state)]
+    return setup + [prev_i] + middle + [next_i] + cleanup
+
+
+def _window_order(hw):
+    """Five ACTs of one rank, groups round robin; the fifth re-opens bank 0 if there are only four."""
+    org = hw.organization
+    banks = [g * org.banks_per_group + i for i in range(org.banks_per_group) for g in range(org.bank_groups)]
+    return banks[:5] if len(banks) >= 5 else banks[:4] + [banks[0]]
+
+
+def _window_scenario(hw, gap):
+    order = _window_order(hw)
+    d = _spacing(hw)
+    acts = [make("ACT", cycle=T0 + i * d, mask=1 << b, row=1) for i, b in enumerate(order[:4])]
+    mid = []
+    if order[4] == order[0]:
+        mid.append(make("PRE", mask=1 << order[0]))
+    fifth = make("ACT", cycle=T0 + gap, mask=1 << order[4], row=2)
+    cleanup = [make("PRE", mask=1 << b) for b in sorted(set(order))]
+    return acts[:1] + acts[1:] + mid + [fifth] + cleanup
+
+
+def _overrides(hw, row) -> list[str]:
+    p = hw.timing.params
+    if row["prev"] == row["next"] == "ACT" and row["scope"] == "bank" and p["tRAS"] + p["tRP"] > p["tRC"]:
+        return [f"timing.params.tRAS={p['tRC'] - p['tRP']}"]
+    if row.get("window"):
+        other = _fifth_without_window(hw)
+        if p["tFAW"] < other:
+            return [f"timing.params.tFAW={other + 3}"]
+    return []
+
+
+def _spacing(hw):
+    """ACT spacing of the window scenario: groups alternate, so tRRD_S (tRRD_L with one group)."""
+    p = hw.timing.params
+    return p["tRRD_S"] if hw.organization.bank_groups > 1 else max(p["tRRD_L"], p["tRRD_S"])
+
+
+def _fifth_without_window(hw):
+    """Earliest gap (from the first ACT) of the fifth ACT by every row but the window:
+    tRRD_S after the fourth, tRRD_L after an earlier ACT of its bank group, and - when it re-opens
+    the first bank - tRC after that ACT and tRP after the PRE issued at tRAS."""
+    p, org = hw.timing.params, hw.organization
+    order, d = _window_order(hw), _spacing(hw)
+    g = [org.bank_group_of(b) for b in order]
+    need = 3 * d + p["tRRD_S"]
+    need = max([need] + [i * d + p["tRRD_L"] for i in range(4) if g[i] == g[4]])
+    if order[4] == order[0]:
+        need = max(need, p["tRC"], p["tRAS"] + p["tRP"])
+    return need
+
+
+def _symbols(hw):
+    return ["t"]
+
+
+CASES = [(preset, k) for preset in PRESETS for k in range(len(ROWS))]
+
+
+def _id(case):
+    preset, k = case
+    r = ROWS[k]
+    return f"{preset}-{r['prev']}->{r['next']}-{r['scope']}" + ("-window" if r.get("window") else "")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_row_exact_gap(case):
+    preset, k = case
+    base = load_hardware(preset, ["organization.channels=1"])
+    row = ROWS[k]
+    hw = load_hardware(preset, ["organization.channels=1"] + _overrides(base, row))
+    cons = hw.timing.constraints[k]
+    gap = hw.timing.latency_of(cons)
+    name = constraint_name(cons)
+    ok = simulate(hw, streams(hw, _scenario(hw, row, gap), symbols=_symbols(hw)), functional=False)
+    assert ok.cycles > T0
+    with pytest.raises(SimulationError) as e:
+        simulate(hw, streams(hw, _scenario(hw, row, gap - 1), symbols=_symbols(hw)), functional=False)
+    err = e.value
+    assert err.kind == "timing", str(err)
+    assert name in err.violated, str(err)
+    assert err.cycle == T0 + gap - 1
+    assert err.stream == 0
+    assert err.needed == gap and err.actual == gap - 1 if err.constraint == name else True
+    assert err.constraint in str(err)
