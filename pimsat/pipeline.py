@@ -105,10 +105,11 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
     hw = instance.build_hardware(hw_overrides, preset)
     style = "naive" if opts.method == "naive" else "overlap"
     _check_capacity(hw, program)
-    problem, lowering = lower(hw, program, LowerOptions(groups=opts.groups, style=style))
-    # the solver-free bound does not depend on the method: take it from the optimising lowering
-    best_problem = problem if style == "overlap" else lower(hw, program, LowerOptions(groups=opts.groups))[0]
-    bounds = lower_bounds(hw, program, best_problem)
+    lowered = {s: lower(hw, program, LowerOptions(groups=opts.groups, style=s)) for s in ("overlap", "naive")}
+    problem, lowering = lowered[style]
+    # the solver-free bound does not depend on the method: every op at its fastest mode of
+    # either lowering style, on the dependency graph
+    bounds = lower_bounds(hw, program, lowered["overlap"][0], lowered["naive"][0])
     clock["lower"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()

@@ -56,14 +56,19 @@ def with_refresh(hw: Hardware, work: int) -> int:
         T = nxt
 
 
-def critical_path(problem: SchedulingProblem) -> int:
-    """Longest path over jobs; each job contributes its shortest mode (internal longest path)."""
+def critical_path(problem: SchedulingProblem, *others: SchedulingProblem) -> int:
+    """Longest path over jobs; each job contributes its shortest mode (internal longest path),
+    over the modes of `problem` and of the same jobs lowered in other styles."""
+    best = {}
+    for other in others:
+        for job in other.jobs:
+            best[job.name] = min(best.get(job.name, 1 << 62), _job_length(other, job))
     finish: dict[str, int] = {}
     preds: dict[str, list[str]] = {}
     for d in problem.dependencies:
         preds.setdefault(d.after, []).append(d.before)
     for job in problem.jobs:
-        best = None
+        fastest = None
         for mode in job.modes:
             tasks = {t.name: t for t in mode.tasks}
             inner_preds: dict[str, list[tuple[str, int]]] = {}
@@ -84,12 +89,22 @@ def critical_path(problem: SchedulingProblem) -> int:
                         s = max(s, start_at + (0 if t.resource == HOST else problem.sync_cycles))
                     end[name] = s + t.duration
             out = end[mode.output]
-            best = out if best is None else min(best, out)
-        finish[job.name] = best or 0
+            fastest = out if fastest is None else min(fastest, out)
+        if job.name in best:  # another style's fastest mode, started as early as possible
+            start_at = max((finish[p] for p in preds.get(job.name, [])), default=0)
+            fastest = min(fastest, start_at + best[job.name])
+        finish[job.name] = fastest or 0
     return max(finish.values(), default=0)
 
 
-def lower_bounds(hw: Hardware, program: Program, problem: SchedulingProblem | None = None) -> Bounds:
+def _job_length(problem: SchedulingProblem, job) -> int:
+    """Shortest duration of a job alone (no wait for producers; sync before group inputs kept)."""
+    single = SchedulingProblem(problem.name, [job], [], problem.groups, problem.refresh, problem.sync_cycles)
+    return critical_path(single)
+
+
+def lower_bounds(hw: Hardware, program: Program, problem: SchedulingProblem | None = None,
+                 *others: SchedulingProblem) -> Bounds:
     work = streaming_cycles(hw, program)
-    cp = critical_path(problem) if problem is not None else 0
+    cp = critical_path(problem, *others) if problem is not None else 0
     return Bounds(work, with_refresh(hw, work), cp)

@@ -271,7 +271,7 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, p
             prev = shared.get(id(rel)) if ch != -1 else None
             if prev is not None and prev[0] == start and len(prev[1]) == len(seq):
                 # lockstep channels share identical stamped instructions (most MAC/ACT/PRE)
-                body.extend([p if p.args == ins.args else ins.at(start + r)
+                body.extend([p if (p.op is ins.op and p.args == ins.args) else ins.at(start + r)
                              for p, ins, r in zip(prev[1], seq, rel)])
             else:
                 stamped = [ins.at(start + r) for ins, r in zip(seq, rel)]

@@ -22,7 +22,7 @@ from hwmodel.isa import Instruction, make
 
 from .layout import Layout
 from .symbols import Symbols, staging
-from .tiling import Tiling
+from .tiling import Tiling, channel_signature
 
 
 @dataclass
@@ -41,6 +41,8 @@ class MVEmitter:
         for out in self.t.shape.outputs:
             symbols.id(staging(out))
         self.vec_sym = symbols.id(self.t.shape.vector)
+        self._wrgb_cache: dict[tuple[int, int], Instruction] = {}
+        self._template: tuple | None = None  # (signature, base row, commands, data slots)
 
     # ------------------------------------------------------------------------------------------
     def steps(self):
@@ -67,7 +69,11 @@ class MVEmitter:
             for b in range(n):
                 k = (c * t.chunk_bursts + b) * self.epb
                 src = sh.vector_index(sl.matrix, v, k)
-                out.append(make("WRGB", gb=base + vi * t.chunk_bursts + b, count=1, src=self.vec_sym, offset=src))
+                gb = base + vi * t.chunk_bursts + b
+                ins = self._wrgb_cache.get((gb, src))
+                if ins is None:  # channels that broadcast the same vector share the instruction
+                    ins = self._wrgb_cache[(gb, src)] = make("WRGB", gb=gb, count=1, src=self.vec_sym, offset=src)
+                out.append(ins)
         return out
 
     def _rdacc(self, ci: int, slot: int, p: int, g: int) -> list[Instruction]:
@@ -125,7 +131,44 @@ class MVEmitter:
 
     # ------------------------------------------------------------------------------------------
     def emit(self, ci: int) -> list[Instruction]:
-        """The command sequence of channel `channels[ci]` of the tiling."""
+        """The command sequence of channel `channels[ci]` of the tiling.
+
+        Channels with the same row distribution run the same commands but for their data
+        (WRGB sources, RDACC destinations): after the first, they are built from its template."""
+        sig = (channel_signature(self.t, ci), self.lay.base_rows[self.t.channels[ci]])
+        if self._template is not None and self._template[0] == sig:
+            _, commands, slots = self._template
+            seq = list(commands)
+            data = iter(self._data(ci))
+            for pos in slots:
+                seq[pos] = next(data)
+            return seq
+        seq = self._emit(ci)
+        if self._template is None:
+            slots = [i for i, ins in enumerate(seq) if ins.op in ("WRGB", "RDACC")]
+            self._template = (sig, seq, slots)
+        return seq
+
+    def _data(self, ci: int) -> list[Instruction]:
+        """The channel's WRGB and RDACC instructions in the order `_emit` places them."""
+        t = self.t
+        steps, _, _ = self._plan()
+        overlap = self.style == "overlap" and t.double_buffer
+        wr: list[Instruction] = []
+        rd: list[Instruction] = []
+        prev = None
+        for i, (slot, p, g, c) in enumerate(steps):
+            wr.extend(self._wrgb(ci, slot, g, c, i % 2 if overlap else 0))
+            if prev is not None and prev != (slot, p, g):
+                rd.extend(self._rdacc(ci, *prev))
+            prev = (slot, p, g)
+        if prev is not None:
+            rd.extend(self._rdacc(ci, *prev))
+        kinds = [self._template[1][pos].op for pos in self._template[2]]
+        w, r = iter(wr), iter(rd)
+        return [next(w) if k == "WRGB" else next(r) for k in kinds]
+
+    def _emit(self, ci: int) -> list[Instruction]:
         t, lay, hw = self.t, self.lay, self.hw
         overlap = self.style == "overlap"
         seq: list[Instruction] = []
