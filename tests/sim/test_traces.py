@@ -17,6 +17,7 @@ if ROOT not in sys.path:
 import hwmodel  # noqa: E402
 from hwmodel.model import COMMANDS  # noqa: E402
 from sim import traces as T  # noqa: E402
+from sim import trace_chrome, trace_csv
 
 FULL = (1 << 16) - 1
 EVEN = sum(1 << b for b in range(0, 16, 2))  # one bank per PIM unit (banks_per_pu = 2)
@@ -151,7 +152,7 @@ def test_command_log_csv(hw, tmp_path):
 
 def test_command_log_chunks_and_ranks(hw3, tmp_path, monkeypatch):
     """Random logs on a 2-rank device, formatted in many small chunks, match the reference."""
-    monkeypatch.setattr(T, "_CHUNK", 37)
+    monkeypatch.setattr(trace_csv, "_CHUNK", 37)
     log = random_log(hw3, 400, seed=1)
     log = log[np.random.default_rng(2).permutation(log.size)]  # unsorted input
     path = tmp_path / "c.csv"
@@ -385,7 +386,8 @@ def test_atomic_write_leaves_nothing_on_error(hw, tmp_path, monkeypatch, kind):
     def boom(*a, **k):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(T, "_format_rows", boom)
+    monkeypatch.setattr(trace_csv, "_format_rows", boom)
+    monkeypatch.setattr(trace_chrome, "_format_rows", boom)
     monkeypatch.setattr(vcd.VCDWriter, "change", boom)
     target = tmp_path / f"out.{kind}"
     target.write_text("previous")
