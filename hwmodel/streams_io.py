@@ -103,11 +103,18 @@ def write_streams(ss: StreamSet, out_dir: str | Path, extra_manifest: dict[str, 
     _check_streams(ss)
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
         raise StreamsError(f"{out}: exists and is not a stream directory; refusing to replace it")
+    return write_dir_atomically(out, lambda tmp: _build(ss, tmp, extra))
+
+
+def write_dir_atomically(out: Path, build) -> Path:
+    """Build a directory in a temporary sibling, then swap it in: `out` is either the complete
+    new directory or (on any failure) left exactly as it was."""
+    out = Path(out)
     parent = out.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
     try:
-        _build(ss, tmp, extra)
+        build(tmp)
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
             os.replace(out, old / "d")

@@ -214,6 +214,8 @@ def demo(time_limit) -> None:
                   f"{rep['simulated_cycles'] / rep['bandwidth_bound_cycles']:.3f}×",
                   "match" if rep["outputs_match"] else str(rep["outputs_match"]))
     console.print(t)
+    console.print("For comparison: a published simulator of this chip (SAITPublic/PIMSimulator) needs 13,166 "
+                  "cycles for the same GEMV, 36,082 without PIM.")
 
 
 @main.command()

@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from hwmodel.streams_io import write_streams
+from hwmodel.streams_io import write_dir_atomically, write_streams
 
 from .pipeline import RunResult
 
@@ -27,10 +24,7 @@ def schedule_dict(r: RunResult) -> dict[str, Any]:
 
 
 def write_outputs(r: RunResult, report: dict[str, Any], out: str | Path, trace: bool = True) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    def build(tmp: Path) -> None:
         (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (tmp / "schedule.json").write_text(json.dumps(schedule_dict(r), indent=2) + "\n")
         write_streams(r.compiled.streams, tmp / "streams",
@@ -42,15 +36,5 @@ def write_outputs(r: RunResult, report: dict[str, Any], out: str | Path, trace: 
             names = [op.name for op in r.program.ops]
             write_chrome_trace(tmp / "trace.json", r.sim.log, getattr(r.sim, "host_events", None), r.hardware,
                                op_names=names)
-        if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+
+    return write_dir_atomically(Path(out), build)

@@ -19,22 +19,12 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
     dst = symbols.id(host_copy(sh.resident))
     ch = t.channels[ci]
     by_segment: dict[int, list[tuple[int, int, int, int]]] = {}
-    for slot in range(t.slot_count):
-        for pu in range(t.pus):
-            held = t.pu_rows(ci, slot, pu)
-            if held is None:
-                continue
-            m, r0, r1 = held
-            for p in range(t.passes):
-                pr0 = r0 + p * t.rows_per_pass
-                nrows = min(t.pass_rows(p), r1 - pr0)
-                for c in range(t.chunks):
-                    k0 = c * t.chunk_bursts * epb
-                    for a in range(max(0, nrows)):
-                        addr = lay.address(slot, p, c, a)
-                        bank = lay.bank(pu, addr.segment)
-                        by_segment.setdefault(addr.segment, []).append(
-                            (bank, addr.col, t.chunk_len(c), sh.element_index(m, pr0 + a, k0)))
+    for slot, pu, m, pr0, nrows, p, c in lay.pass_blocks(ci):
+        k0 = c * t.chunk_bursts * epb
+        for a in range(nrows):
+            addr = lay.address(slot, p, c, a)
+            by_segment.setdefault(addr.segment, []).append(
+                (lay.bank(pu, addr.segment), addr.col, t.chunk_len(c), sh.element_index(m, pr0 + a, k0)))
     seq: list[Instruction] = []
     for seg in sorted(by_segment):
         mask = lay.segment_mask(seg)

@@ -90,6 +90,23 @@ class Layout:
             self._masks[sel] = mask
         return mask
 
+    def pass_blocks(self, ci: int):
+        """Every (slot, pu, matrix, first row, rows, pass, chunk) block of real data on channel ci."""
+        t = self.t
+        for slot in range(t.slot_count):
+            for pu in range(t.pus):
+                held = t.pu_rows(ci, slot, pu)
+                if held is None:
+                    continue
+                m, r0, r1 = held
+                for p in range(t.passes):
+                    pr0 = r0 + p * t.rows_per_pass
+                    nrows = min(t.pass_rows(p), r1 - pr0)
+                    if nrows <= 0:
+                        continue
+                    for c in range(t.chunks):
+                        yield slot, pu, m, pr0, nrows, p, c
+
     def placements(self) -> list[Placement]:
         """Where every real element of the resident tensor lives."""
         t, sh = self.t, self.t.shape
@@ -100,40 +117,28 @@ class Layout:
                  for slot in range(t.slot_count) for p in range(t.passes) for c in range(t.chunks)}
         out: list[Placement] = []
         for ci, ch in enumerate(t.channels):
-            for slot in range(t.slot_count):
-                for pu in range(t.pus):
-                    held = t.pu_rows(ci, slot, pu)
-                    if held is None:
-                        continue
-                    m, r0, r1 = held
-                    for p in range(t.passes):
-                        pr0 = r0 + p * t.rows_per_pass
-                        nrows = min(t.pass_rows(p), r1 - pr0)
-                        if nrows <= 0:
-                            continue
-                        one_part = sh.same_part(pr0, pr0 + nrows - 1)
-                        for c in range(t.chunks):
-                            k0 = c * cb * epb
-                            klen = min(t.chunk_len(c) * epb, sh.k - k0)
-                            b0 = first[(slot, p, c)]
-                            seg0, seg1 = b0 // cols, (b0 + (nrows - 1) * cb) // cols
-                            if stride_k == 1 and klen == cb * epb and seg0 == seg1 and one_part:
-                                # the pass's rows are consecutive runs in one DRAM row
-                                start = sh.element_index(m, pr0, k0)
-                                row_stride = sh.element_index(m, pr0 + 1, k0) - start if nrows > 1 else 0
-                                out.append(Placement(sh.resident_at(pr0), ch, self.bank(pu, seg0),
-                                                     self.row(ch, seg0), b0 % cols, start, klen, nrows, row_stride))
-                                continue
-                            for a in range(nrows):
-                                burst = b0 + a * cb
-                                seg = burst // cols
-                                bank, row, col = self.bank(pu, seg), self.row(ch, seg), burst % cols
-                                start = sh.element_index(m, pr0 + a, k0)
-                                tensor = sh.resident_at(pr0 + a)
-                                if stride_k == 1:
-                                    out.append(Placement(tensor, ch, bank, row, col, start, klen))
-                                else:
-                                    out.append(Placement(tensor, ch, bank, row, col, start, 1, klen, stride_k))
+            for slot, pu, m, pr0, nrows, p, c in self.pass_blocks(ci):
+                k0 = c * cb * epb
+                klen = min(t.chunk_len(c) * epb, sh.k - k0)
+                b0 = first[(slot, p, c)]
+                seg0, seg1 = b0 // cols, (b0 + (nrows - 1) * cb) // cols
+                if stride_k == 1 and klen == cb * epb and seg0 == seg1 and sh.same_part(pr0, pr0 + nrows - 1):
+                    # the pass's rows are consecutive runs in one DRAM row
+                    start = sh.element_index(m, pr0, k0)
+                    row_stride = sh.element_index(m, pr0 + 1, k0) - start if nrows > 1 else 0
+                    out.append(Placement(sh.resident_at(pr0), ch, self.bank(pu, seg0), self.row(ch, seg0),
+                                         b0 % cols, start, klen, nrows, row_stride))
+                    continue
+                for a in range(nrows):
+                    burst = b0 + a * cb
+                    seg = burst // cols
+                    bank, row, col = self.bank(pu, seg), self.row(ch, seg), burst % cols
+                    start = sh.element_index(m, pr0 + a, k0)
+                    tensor = sh.resident_at(pr0 + a)
+                    if stride_k == 1:
+                        out.append(Placement(tensor, ch, bank, row, col, start, klen))
+                    else:
+                        out.append(Placement(tensor, ch, bank, row, col, start, 1, klen, stride_k))
         return out
 
     def locate(self, ch_index: int, m: int, row: int, k: int) -> tuple[int, int, int, int, int] | None:
