@@ -40,7 +40,7 @@ def main() -> int:
     paths = [p for t in (a.tier or ["fpga"]) for p in instance_files(ROOT / "instances" / t)]
     paths += [Path(p) for p in a.instance]
     best = json.loads(BEST.read_text()) if BEST.exists() else {}
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 170)
     table = Table(title=f"pimsat bench ({time.strftime('%Y-%m-%d')})")
     for c in ("instance", "naive", "greedy", "cpsat", "sim == pred", "bound", "cpsat/bound", "naive/cpsat",
               "solve s", "best known"):

@@ -58,3 +58,13 @@ def test_deterministic_bytes(tmp_path):
     assert encode_stream(sa.host) == encode_stream(sb.host)
     for x, y in zip(sa.channels, sb.channels):
         assert encode_stream(x) == encode_stream(y)
+
+
+def test_no_regression_against_best_known(reports):
+    """bench/best_known.json records the best makespans found so far (`bench/run_bench.py --record`)."""
+    import json
+
+    best = json.loads((ROOT / "bench" / "best_known.json").read_text())
+    for name, r in reports.items():
+        if name in best:
+            assert r["cpsat"]["simulated_cycles"] <= best[name], name
