@@ -177,15 +177,23 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
                            op_names=[o.name for o in program.ops] if program else None)
     if vcd:
         write_vcd(vcd, res.log, hw)
-    out = {"cycles": int(res.cycles), "commands": int(len(res.log)) if res.log is not None else None,
-           "wall_seconds": round(wall, 3), "utilization": float(res.utilization), "outputs_match": match,
-           "max_abs_error": err, "violations": 0}
+    summary = res.summary()
+    n_cmds = int(sum(summary["commands"].values()))
+    out = {"cycles": int(res.cycles), "time_us": round(res.cycles * hw.timing.tCK_ns / 1000, 3),
+           "dram_commands": n_cmds, "wall_seconds": round(wall, 3),
+           "commands_per_second": round(n_cmds / wall) if wall > 0 else None,
+           "utilization": float(res.utilization), "row_hits": summary["row_hits"],
+           "row_misses": summary["row_misses"], "outputs_match": match, "max_abs_error": err,
+           "violations": summary["violations"], "command_counts": summary["commands"],
+           "stall_cycles": {k: int(v) for k, v in sorted(summary["stalls"].items(), key=lambda kv: -kv[1]) if v}}
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
         t = Table(title=f"pimsat simulate — {streams_dir}", show_header=False)
         for k, v in out.items():
-            t.add_row(k, _cell(v, k))
+            if isinstance(v, dict):
+                v = ", ".join(f"{a} {b:,}" for a, b in list(v.items())[:8]) or "—"
+            t.add_row(k.replace("_", " "), _cell(v, k))
         console.print(t)
     if match is False:
         raise UserError("simulated outputs differ from the reference")
