@@ -17,6 +17,7 @@ import yaml
 class FieldSpec:
     name: str
     bits: int
+    default: int | None = None  # a field with a default may be omitted in make() and assembly
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def _load() -> IsaTable:
             opcode=int(o["opcode"]),
             stream=o["stream"],
             command=o.get("command"),
-            fields=tuple(FieldSpec(f["name"], int(f["bits"])) for f in o["fields"]),
+            fields=tuple(FieldSpec(f["name"], int(f["bits"]), f.get("default")) for f in o["fields"]),
             semantics=" ".join(str(o["semantics"]).split()),
         )
         for o in raw["instructions"]
@@ -118,6 +119,7 @@ class Instruction:
 
 _LIMITS = {o.mnemonic: tuple(1 << f.bits for f in o.fields) for o in ISA.ops}
 _NAMES = {o.mnemonic: o.field_names for o in ISA.ops}
+_DEFAULTS = {o.mnemonic: {f.name: f.default for f in o.fields if f.default is not None} for o in ISA.ops}
 _MAX_CYCLE = (1 << 64) - 1
 
 
@@ -131,6 +133,9 @@ def make(op: str, /, cycle: int | None = None, **fields: int) -> Instruction:
     names = _NAMES.get(op)
     if names is None:
         raise ValueError(f"unknown instruction {op!r}")
+    defaults = _DEFAULTS[op]
+    if defaults:
+        fields = {**defaults, **fields}
     try:
         args = tuple([int(fields[n]) for n in names])
     except KeyError:

@@ -96,6 +96,9 @@ def parse_line(text: str, source: str = "<string>", lineno: int = 1) -> Instruct
                 f"(max {_value_text(name, (1 << widths[name]) - 1)})"
             )
         values[name] = v
+    for f in spec.fields:
+        if f.default is not None and f.name not in values:
+            values[f.name] = f.default
     missing = [n for n in spec.field_names if n not in values]
     if missing:
         raise AsmError(f"{where}: {mnemonic}: missing field(s) {', '.join(missing)}")

@@ -8,6 +8,7 @@ Costs, in memory-clock cycles (all integers):
       (gemv B*N*K; attn_score and attn_context B*heads*(position+1)*head_dim);
     - every other op: work = elements read + elements written, counting activation tensors only
       (weights, norm parameters and kv caches are not counted), rate = ``vector_elements_per_cycle``.
+  A HOP with ``chain=1`` is fused with the HOP before it (one kernel launch): no dispatch cost.
 * ``epilogue_cycles(hw, program, i)`` - epilogue of a PIM-dispatched op (EPI):
   ``dispatch_cycles + ceil(output elements / vector_elements_per_cycle)``.
 
@@ -86,7 +87,8 @@ class HostRunner:
         self._cost: dict[tuple[int, int], int] = {}
 
     def _duration(self, kind: int, op_index: int, i: int) -> int:
-        key = (kind, op_index)
+        chained = kind == OP_HOP and self.stream[i].get("chain") == 1
+        key = (kind, op_index, chained)
         if key not in self._cost:
             ins = self.stream[i]
             if self.program is None:
@@ -100,7 +102,8 @@ class HostRunner:
                                       f"({self.program.ops[op_index].kind.value}): only gemv/attn_score/"
                                       "attn_context run in memory", stream="host", instr=i, instruction=ins)
             fn = host_op_cycles if kind == OP_HOP else epilogue_cycles
-            self._cost[key] = fn(self.hw, self.program, op_index)
+            # a HOP chained to the one before it is part of the same kernel launch
+            self._cost[key] = fn(self.hw, self.program, op_index) - (self.hw.host.dispatch_cycles if chained else 0)
         return self._cost[key]
 
     def run(self, sig: np.ndarray) -> bool:
@@ -125,6 +128,9 @@ class HostRunner:
                 self.wait = max(self.wait, rel)
                 self.issue[i] = self.lastc[i] = self.done[i] = rel
             elif op in (OP_HOP, OP_EPI):
+                if op == OP_HOP and self.stream[i].get("chain") == 1 and (i == 0 or self.stream[i - 1].op != "HOP"):
+                    raise SimulationError("stream", "HOP chain=1 must directly follow a HOP (it continues that "
+                                          "kernel launch)", stream="host", instr=i, instruction=self.stream[i])
                 dur = self._duration(op, arg, i)
                 earliest = max(self.free, self.wait)
                 if stamp >= 0:

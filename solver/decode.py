@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from hwmodel.isa import Instruction, make
 from hwmodel.streams import Placement, StreamSet
 from ir import OpKind
+from sim.host import host_op_cycles
 
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
@@ -78,7 +79,7 @@ def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tu
     return out, used
 
 
-def _task_commands(hw, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts):
+def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts):
     """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
     and the task's duration and completion. Emission is deferred to stream building, so the
     commands of the whole program never sit in memory twice."""
@@ -86,6 +87,13 @@ def _task_commands(hw, sym: Symbols, op_index: dict[str, int], groups, task, rol
     if kind in ("EPI", "HOP"):
         ins = make(kind, op=op_index[what])
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration
+    if kind == "HOPS":  # a fused host chain: one launch, the later ops chained to the first
+        seq = [make("HOP", op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
+        rel, t = [], 0
+        for k, o in enumerate(what):
+            rel.append(t)
+            t += host_op_cycles(hw, program, op_index[o]) - (hw.host.dispatch_cycles if k else 0)
+        return {-1: (lambda: seq, tuple(rel))}, task.duration, task.duration
     pl, lay = tilings[what], layouts[what]
     g = groups[task.resource]
     cis = [pl.channels.index(c) for c in g.channels]
@@ -150,12 +158,13 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, p
             if pl.kind == "hostgemv":
                 sym.id(host_copy(pl.shape.resident))
         for task in mode.tasks:
-            commands[task.name] = _task_commands(hw, sym, op_index, groups, task, mode.payload.roles[task.name],
+            commands[task.name] = _task_commands(hw, program, sym, op_index, groups, task, mode.payload.roles[task.name],
                                                  tilings, layouts[job.name])
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
-    host_reads = {n for j in problem.jobs for r in chosen[j.name].payload.roles.values() if r[0] == "HOP"
-                  for n in program.op(r[1]).inputs}
+    host_ops = [o for j in problem.jobs for r in chosen[j.name].payload.roles.values()
+                for o in ((r[1],) if r[0] == "HOP" else r[1] if r[0] == "HOPS" else ())]
+    host_reads = {n for o in host_ops for n in program.op(o).inputs}
     for t in program.tensors.values():
         if t.role.value != "kv_cache" and (t.name not in in_banks or t.name in host_reads):
             sym.id(t.name)  # (a tied embedding table is gathered by the host and streamed by PIM)

@@ -234,6 +234,7 @@ class Lowerer:
         ops = p.topo_order()
         appends = {op.outputs[0]: op for op in ops if op.kind is OpKind.kv_append}
         fusion = fusion_groups(p) if self.opt.fuse else {}
+        chains = host_chains(p) if self.opt.fuse else {}
         for op in ops:
             if op.kind is OpKind.kv_append or absorbed.get(op.name):
                 continue
@@ -266,6 +267,18 @@ class Lowerer:
                 if self.opt.host_gemv and shape.k % self.hw.elements_per_burst == 0:
                     # (RD moves whole bursts: a row that ends mid-burst would spill into the next)
                     modes.append(self._host_gemv_mode(op.name, i, shape))
+            elif op.name in chains:
+                members = chains[op.name]
+                covered = list(members)
+                for m in members[1:]:
+                    absorbed[m] = op.name
+                name = "+".join(members)
+                modes = self._host_chain_modes(name, members)
+                if self.opt.style == "naive":
+                    modes = [m for m in modes if m.name == "host"]
+                jobs.append(Job(name, tuple(covered), tuple(modes)))
+                self._job_deps(name, covered, producers, absorbed, deps)
+                continue
             else:
                 hop = Task(f"{op.name}/hop", HOST, self.host_cycles.op(i))
                 modes = [Mode("host", (hop,), (), (hop.name,), hop.name, {}, ModePayload((), {hop.name: ("HOP", op.name)}))]
@@ -285,6 +298,18 @@ class Lowerer:
         return problem, self.lowering
 
 
+    def _host_chain_modes(self, name: str, ops: list[str]) -> list[Mode]:
+        """A chain of host ops: one kernel launch for all (fused), or one launch each."""
+        index = {op.name: i for i, op in enumerate(self.p.ops)}
+        costs = [self.host_cycles.op(index[o]) for o in ops]
+        fused = Task(f"{name}/fused", HOST, sum(costs) - (len(ops) - 1) * self.hw.host.dispatch_cycles)
+        modes = [Mode("fused", (fused,), (), (fused.name,), fused.name, {}, ModePayload((), {fused.name: ("HOPS", tuple(ops))}))]
+        tasks = [Task(f"{name}/host/{o}", HOST, c) for o, c in zip(ops, costs)]
+        edges = tuple(Edge(a.name, b.name, 0) for a, b in zip(tasks, tasks[1:]))
+        roles = {t.name: ("HOP", o) for t, o in zip(tasks, ops)}
+        modes.append(Mode("host", tuple(tasks), edges, (tasks[0].name,), tasks[-1].name, {}, ModePayload((), roles)))
+        return modes
+
     def _job_deps(self, job: str, covered: list[str], producers: dict[str, str], absorbed: dict[str, str],
                   deps: set[tuple[str, str]]) -> None:
         """Op-level edges (producer op -> covered op); mapped to jobs once all jobs exist."""
@@ -303,6 +328,27 @@ def fusion_groups(program: Program) -> dict[str, list[str]]:
             w = program.tensors[op.inputs[1]]
             by_input.setdefault((op.inputs[0], w.shape[1]), []).append(op.name)
     return {ms[0]: ms for ms in by_input.values() if len(ms) > 1}
+
+
+def host_chains(program: Program) -> dict[str, list[str]]:
+    """Elementwise/normalisation chains on the host that one kernel launch can run: consecutive
+    host-only ops (in topological order, same layer) where each consumes the previous one's
+    output. First op -> members (length >= 2)."""
+    host_only = {OpKind.layernorm, OpKind.rmsnorm, OpKind.rope, OpKind.softmax, OpKind.gelu, OpKind.relu,
+                 OpKind.silu, OpKind.mul, OpKind.add}
+    order = program.topo_order()
+    chains: dict[str, list[str]] = {}
+    i = 0
+    while i < len(order):
+        run = [order[i]]
+        while (i + len(run) < len(order) and run[-1].kind in host_only and order[i + len(run)].kind in host_only
+               and run[-1].outputs[0] in order[i + len(run)].inputs
+               and run[-1].attrs.get("layer") == order[i + len(run)].attrs.get("layer")):
+            run.append(order[i + len(run)])
+        if len(run) > 1 and run[0].kind in host_only:
+            chains[run[0].name] = [o.name for o in run]
+        i += len(run)
+    return chains
 
 
 def order_index(jobs: list[Job], name: str) -> int:

@@ -10,5 +10,5 @@ RD bank=2 col=0 count=32 dst=3 offset=1099511627775
 PRE mask=0xFFFF
 @3900 REF
 SIG id=2
-HOP op=7
+HOP op=7 chain=0
 EPI op=8
