@@ -150,11 +150,17 @@ class Lowerer:
         then the epilogues of the covered ops on the host, one after another."""
         modes = []
         index = {op.name: i for i, op in enumerate(self.p.ops)}
-        for subset in group_subsets(self.groups, subsets or self.opt.subsets):
+        variants = [(subset, self.opt.style) for subset in group_subsets(self.groups, subsets or self.opt.subsets)]
+        if self.opt.style == "overlap":
+            # the vendor-style emission is a tiling alternative too (it wins where ping-pong and
+            # double buffering cannot help, e.g. one bank per unit and short rows)
+            variants.append((tuple(range(len(self.groups))), "naive"))
+        for subset, style in variants:
             gnames = tuple(self.groups[i].name for i in subset)
             channels = tuple(c for i in subset for c in self.groups[i].channels)
-            timing, layout = self._mv_timing(shape, channels, self.opt.style, "mv")
-            tag = f"{tag_prefix}[{'all' if len(subset) == len(self.groups) else ','.join(gnames)}]"
+            timing, layout = self._mv_timing(shape, channels, style, "mv")
+            closed = "-closed" if style != self.opt.style else ""
+            tag = f"{tag_prefix}{closed}[{'all' if len(subset) == len(self.groups) else ','.join(gnames)}]"
             tasks, edges, inputs = [], [], []
             epis = [Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op])) for op in shape.ops]
             for g in gnames:
@@ -172,7 +178,7 @@ class Lowerer:
             usage = {g: layout.rows_per_bank for g in gnames}
             roles = {t.name: ("append" if t.name.endswith("/append") else "mv", 0) for t in tasks}
             roles.update({e.name: ("EPI", op) for e, op in zip(epis, shape.ops)})
-            payload = ModePayload((MVPayload("mv", name, shape, gnames, channels, self.opt.style, append),), roles)
+            payload = ModePayload((MVPayload("mv", name, shape, gnames, channels, style, append),), roles)
             modes.append(Mode(tag, tuple(tasks) + tuple(epis), tuple(edges), tuple(inputs), epis[-1].name, usage,
                               payload))
         return modes
