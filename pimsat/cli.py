@@ -41,8 +41,21 @@ def _guard(fn):
             raise UserError(str(e)) from None
         except _infeasible_types() as e:
             raise UserError(f"infeasible: {e}") from None
+        except _simulation_error() as e:
+            # the simulator rejected a program pimsat emitted: a compiler bug, reported precisely
+            raise CompilerError(f"the simulator rejected the emitted program: {e}") from None
 
     return wrapper
+
+
+class CompilerError(UserError):
+    exit_code = 3
+
+
+def _simulation_error():
+    from sim import SimulationError
+
+    return SimulationError
 
 
 def _infeasible_types():

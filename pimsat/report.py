@@ -45,7 +45,7 @@ def report_dict(r: RunResult) -> dict[str, Any]:
         "simulated_cycles": int(sim.cycles),
         "outputs_match": r.outputs_match,
         "max_abs_error": r.max_abs_error,
-        "violations": 0,
+        "violations": int(getattr(sim, "violations", 0)),
         "solve_seconds": round(r.solve_seconds, 3),
         "utilization": round(float(sim.utilization), 4),
         "gap": round((predicted - best_bound) / predicted, 5) if predicted else None,

@@ -85,3 +85,20 @@ def test_console_entry_point_runs():
     p = subprocess.run([str(exe), "show", str(GEMV)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "gemv-64x128-fpga" in p.stdout
+
+
+def test_simulate_rejects_a_tampered_program_precisely(tmp_path):
+    import re
+
+    out = tmp_path / "run"
+    assert invoke("solve", GEMV, "--out", out, "--method", "greedy").exit_code == 0
+    asm = out / "streams" / "ch00.s"
+    text = asm.read_text()
+    stamps = [m for m in re.finditer(r"^@(\d+) MAC", text, re.M)]
+    m = stamps[3]  # a MAC in the middle of a sweep sequence: one cycle early breaks tMAC
+    text = text[: m.start(1)] + str(int(m.group(1)) - 1) + text[m.end(1):]
+    asm.write_text(text)
+    (out / "streams" / "ch00.bin").unlink()
+    r = invoke("simulate", out / "streams")
+    assert r.exit_code == 3
+    assert r.output.count("\n") == 1 and "cycle" in r.output and "MAC" in r.output
