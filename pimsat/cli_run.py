@@ -16,7 +16,7 @@ from .instance import instance_files, load_instance
 METHODS = ("naive", "greedy", "cpsat")
 
 
-def _solve_options(method, time_limit, workers, seed, groups, timing_only, live=False):
+def _solve_options(method, time_limit, workers, seed, groups, timing_only, live=False, deterministic_time=None):
     from .pipeline import SolveOptions
 
     progress = None
@@ -25,7 +25,8 @@ def _solve_options(method, time_limit, workers, seed, groups, timing_only, live=
             console.log(f"[cpsat] {t:6.2f} s  incumbent {incumbent:,}  bound {bound:,}"
                         if incumbent is not None and bound is not None else f"[cpsat] {t:6.2f} s")
     return SolveOptions(method=method, time_limit=time_limit, workers=workers, seed=seed, groups=groups,
-                        functional=False if timing_only else None, progress=progress)
+                        functional=False if timing_only else None, progress=progress,
+                        deterministic_time=deterministic_time)
 
 
 def _solver_flags(fn):
@@ -37,6 +38,9 @@ def _solver_flags(fn):
     fn = click.option("--groups", type=int, default=4, show_default=True,
                       help="Channel groups (identical channels scheduled in lockstep).")(fn)
     fn = click.option("--timing-only", is_flag=True, help="Simulate timing only (no values).")(fn)
+    fn = click.option("--deterministic-time", type=float, default=None,
+                      help="CP-SAT deterministic-time budget: the same bytes on every run even when the search "
+                           "is cut off (the wall-clock --time-limit still applies).")(fn)
     return fn
 
 
@@ -47,13 +51,15 @@ def _solver_flags(fn):
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
 @_solver_flags
 @_guard
-def solve(instance, method, out, as_json, preset, sets, time_limit, workers, seed, groups, timing_only) -> None:
+def solve(instance, method, out, as_json, preset, sets, time_limit, workers, seed, groups, timing_only,
+          deterministic_time) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
     from .pipeline import run
     from .report import print_summary, report_dict
 
     inst = load_instance(instance)
-    opts = _solve_options(method, time_limit, workers, seed, groups, timing_only, live=not as_json)
+    opts = _solve_options(method, time_limit, workers, seed, groups, timing_only, live=not as_json,
+                          deterministic_time=deterministic_time)
     r = run(inst, opts, sets, preset)
     rep = report_dict(r)
     if out:
@@ -77,7 +83,8 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
 @click.option("--json", "json_path", type=click.Path(), default=None, help="Also write the reports as JSON.")
 @_solver_flags
 @_guard
-def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, workers, seed, groups, timing_only) -> None:
+def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, workers, seed, groups, timing_only,
+            deterministic_time) -> None:
     """Compare methods on instances: one table (and CSV/JSON)."""
     from .pipeline import run
     from .report import report_dict
@@ -91,7 +98,8 @@ def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, w
     for path in paths:
         inst = load_instance(path)
         for m in chosen:
-            r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only), sets, preset)
+            r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only,
+                                         deterministic_time=deterministic_time), sets, preset)
             rows.append(report_dict(r))
     cols = ("instance", "method", "status", "objective_cycles", "bound_cycles", "gap", "lower_bound_cycles",
             "simulated_cycles", "outputs_match", "utilization", "solve_seconds")

@@ -29,6 +29,7 @@ class SolveOptions:
     workers: int = 2
     seed: int = 0
     groups: int = 4
+    deterministic_time: float | None = None  # CP-SAT deterministic budget: reproducible even when cut off
     functional: bool | None = None  # None: functional when it fits FUNCTIONAL_LIMIT_BYTES
     progress: Callable[[float, int | None, int | None], None] | None = None
 
@@ -63,7 +64,7 @@ def solve(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solution, lis
     from solver.cpsat import solve_cpsat
 
     cp = solve_cpsat(problem, time_limit=opts.time_limit, workers=opts.workers, seed=opts.seed, hint=greedy,
-                     progress=opts.progress)
+                     progress=opts.progress, deterministic_time=opts.deterministic_time)
     return cp, [greedy]
 
 
