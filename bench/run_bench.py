@@ -46,6 +46,7 @@ def main() -> int:
               "solve s", "best known"):
         table.add_column(c, justify="left" if c == "instance" else "right")
     results = []
+    failures = 0
     for path in paths:
         inst = load_instance(path)
         reps = {}
@@ -58,6 +59,8 @@ def main() -> int:
         prev = best.get(inst.name)
         flag = "" if prev is None else ("new best" if cp["objective_cycles"] < prev else
                                         ("=" if cp["objective_cycles"] == prev else f"REGRESSION (was {prev:,})"))
+        failures += int(not exact) + int(flag.startswith("REGRESSION"))
+        failures += sum(r["outputs_match"] is False for r in reps.values())
         if a.record and (prev is None or cp["objective_cycles"] < prev):
             best[inst.name] = cp["objective_cycles"]
         table.add_row(inst.name, *[f"{reps[m]['simulated_cycles']:,}" if m in reps else "—"
@@ -70,7 +73,9 @@ def main() -> int:
         BEST.write_text(json.dumps(dict(sorted(best.items())), indent=2) + "\n")
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=2) + "\n")
-    return 0
+    if failures:
+        console.print(f"[bold red]{failures} failure(s): regression, mismatch or wrong outputs[/]")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

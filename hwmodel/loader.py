@@ -80,8 +80,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
                 )
             node = node[part]
         leaf = parts[-1]
-        if not isinstance(node, dict) or (leaf not in node and parts[:2] != ["timing", "params"]):
-            raise HardwareError(f"--set {key}: {source} has no field {key}")
+        if not isinstance(node, dict) or leaf not in node:
+            known = f" (known: {', '.join(sorted(node))})" if isinstance(node, dict) and len(node) < 40 else ""
+            raise HardwareError(f"--set {key}: {source} has no field {key}{known}")
         node[leaf] = _parse_value(key, text)
     return data
 

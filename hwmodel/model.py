@@ -164,6 +164,9 @@ class Timing(_Strict):
                     )
             if self.latency_of(c) < 0:
                 raise ValueError(f"constraints[{i}] ({c.prev}->{c.next}): negative latency")
+        if self.params["tRFC"] >= self.params["tREFI"]:
+            raise ValueError(f"params.tRFC = {self.params['tRFC']} must be shorter than the refresh interval "
+                             f"tREFI = {self.params['tREFI']}")
         return self
 
     def latency_of(self, c: TimingConstraint) -> int:

@@ -35,12 +35,18 @@ def _guard(fn):
         from hwmodel.streams_io import StreamsError
         from ir import IRError
 
+        from .output import OutputError
+
         try:
             return fn(*args, **kwargs)
-        except (InstanceError, HardwareError, IRError, StreamsError) as e:
+        except (InstanceError, HardwareError, IRError, StreamsError, OutputError) as e:
             raise UserError(str(e)) from None
+        except OSError as e:
+            raise UserError(f"{e.filename or ''}: {e.strerror}") from None
         except _infeasible_types() as e:
             raise UserError(f"infeasible: {e}") from None
+        except _verification_types() as e:
+            raise CompilerError(str(e)) from None
         except _simulation_error() as e:
             # the simulator rejected a program pimsat emitted: a compiler bug, reported precisely
             raise CompilerError(f"the simulator rejected the emitted program: {e}") from None
@@ -62,6 +68,12 @@ def _infeasible_types():
     from .pipeline import InfeasibleError
 
     return (InfeasibleError,)
+
+
+def _verification_types():
+    from .pipeline import VerificationError
+
+    return (VerificationError,)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -89,7 +101,7 @@ def show(instances, preset, sets) -> None:
         inst = load_instance(path)
         prog = inst.build_program()
         hw = inst.build_hardware(sets, preset)
-        need = prog.weight_bytes() + prog.kv_bytes()
+        need = prog.pim_weight_bytes() + prog.kv_bytes()  # what lives in banks (embeddings stay on host)
         cap = hw.organization.capacity_bytes
         fits = f"yes ({(cap - need) / cap * 100:.0f} % free)" if need <= cap else f"NO (short {_bytes(need - cap)})"
         t.add_row(inst.name, inst.tier, f"{hw.name} ×{hw.organization.channels}", str(len(prog.ops)),

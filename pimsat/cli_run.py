@@ -32,10 +32,12 @@ def _solve_options(method, time_limit, workers, seed, groups, timing_only, live=
 def _solver_flags(fn):
     fn = click.option("--hw", "preset", default=None, help="Hardware preset or YAML file (default: the instance's).")(fn)
     fn = click.option("--set", "sets", multiple=True, help="Hardware override KEY=VALUE.")(fn)
-    fn = click.option("--time-limit", type=float, default=30.0, show_default=True, help="CP-SAT wall-clock limit (s).")(fn)
-    fn = click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")(fn)
+    fn = click.option("--time-limit", type=click.FloatRange(min=0.0, min_open=True), default=30.0, show_default=True,
+                      help="CP-SAT wall-clock limit (s).")(fn)
+    fn = click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
+                      help="CP-SAT workers (interleaved deterministically).")(fn)
     fn = click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")(fn)
-    fn = click.option("--groups", type=int, default=4, show_default=True,
+    fn = click.option("--groups", type=click.IntRange(min=1), default=4, show_default=True,
                       help="Channel groups (identical channels scheduled in lockstep).")(fn)
     fn = click.option("--timing-only", is_flag=True, help="Simulate timing only (no values).")(fn)
     fn = click.option("--deterministic-time", type=float, default=None,
@@ -134,6 +136,7 @@ def _cell(v, col) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
@@ -153,7 +156,7 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     """Simulate the instruction streams in STREAMS_DIR (written by `pimsat solve --out`)."""
     import ir
     import sim
-    from hwmodel import Hardware, load_hardware
+    from hwmodel import load_hardware
     from hwmodel.streams_io import read_streams
     from sim.traces import write_chrome_trace, write_command_log, write_vcd
 
@@ -161,7 +164,10 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     if preset:
         hw = load_hardware(preset, list(sets))
     elif "hardware_spec" in manifest:
-        hw = Hardware.model_validate(manifest["hardware_spec"])
+        from hwmodel.loader import apply_overrides, hardware_from_dict
+
+        source = f"{streams_dir}/manifest.json"
+        hw = hardware_from_dict(apply_overrides(manifest["hardware_spec"], list(sets), source), source)
     else:
         raise UserError(f"{streams_dir}/manifest.json: no hardware recorded; pass --hw")
     program = ir.Program.from_json(json.dumps(manifest["program"])) if "program" in manifest else None
@@ -175,9 +181,9 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     wall = time.perf_counter() - t0
     match = err = None
     if functional:
-        from .pipeline import _compare
+        from .pipeline import compare_outputs
 
-        match, err = _compare(program, res.outputs, ir.run(program, inputs, state))
+        match, err = compare_outputs(program, res.outputs, ir.run(program, inputs, state))
     if log_path:
         write_command_log(log_path, res.log, hw)
     if trace:

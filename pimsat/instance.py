@@ -122,6 +122,9 @@ def load_instance(path: str | Path) -> Instance:
         inst.build_program()
     except ir.IRError as e:
         raise InstanceError(f"{path}: program: {e}") from None
+    except (KeyError, TypeError, ValueError) as e:
+        detail = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+        raise InstanceError(f"{path}: program.config: {detail}") from None
     try:
         inst.build_hardware()
     except HardwareError as e:
@@ -130,7 +133,13 @@ def load_instance(path: str | Path) -> Instance:
 
 
 def instance_files(root: str | Path) -> list[Path]:
+    """The instance file itself, or every *.yaml / *.json below a folder (error if none)."""
     root = Path(root)
     if root.is_file():
         return [root]
-    return sorted(p for p in root.rglob("*.yaml") if p.is_file())
+    if not root.is_dir():
+        raise InstanceError(f"{root}: no such instance file or folder")
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+    if not files:
+        raise InstanceError(f"{root}: no instance files (*.yaml, *.json) in this folder")
+    return files

@@ -23,7 +23,16 @@ def schedule_dict(r: RunResult) -> dict[str, Any]:
     }
 
 
+class OutputError(ValueError):
+    pass
+
+
 def write_outputs(r: RunResult, report: dict[str, Any], out: str | Path, trace: bool = True) -> Path:
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "report.json").exists())):
+        raise OutputError(f"{out}: exists and is not a pimsat output directory (no report.json); "
+                          "refusing to replace it")
+
     def build(tmp: Path) -> None:
         (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (tmp / "schedule.json").write_text(json.dumps(schedule_dict(r), indent=2) + "\n")

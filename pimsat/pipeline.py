@@ -12,7 +12,7 @@ import ir
 from hwmodel import Hardware
 from solver.bounds import Bounds, lower_bounds
 from solver.decode import Compiled, decode
-from solver.lower import LowerOptions, lower
+from solver.lower import LowerOptions, LoweringError, lower
 from solver.problem import SchedulingProblem, Solution
 from solver.template import expand, layer_count, template_problem
 
@@ -106,7 +106,10 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
     hw = instance.build_hardware(hw_overrides, preset)
     style = "naive" if opts.method == "naive" else "overlap"
     _check_capacity(hw, program)
-    lowered = {s: lower(hw, program, LowerOptions(groups=opts.groups, style=s)) for s in ("overlap", "naive")}
+    try:
+        lowered = {s: lower(hw, program, LowerOptions(groups=opts.groups, style=s)) for s in ("overlap", "naive")}
+    except LoweringError as e:
+        raise InfeasibleError(str(e)) from None
     problem, lowering = lowered[style]
     # the solver-free bound does not depend on the method: every op at its fastest mode of
     # either lowering style, on the dependency graph
@@ -138,6 +141,8 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
                                message=(solution.message + " " if solution.message else "") + note)
             compiled = other
     clock["decode"] = time.perf_counter() - t2
+    if compiled is None:
+        raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")
 
     state = inputs = None
     if functional:
@@ -147,16 +152,23 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
     result = sim.simulate(hw, compiled.streams, program=program, state=state, inputs=inputs, functional=functional)
     clock["simulate"] = time.perf_counter() - t3
 
+    if int(result.cycles) != compiled.predicted_cycles:
+        raise VerificationError(f"simulated {int(result.cycles):,} cycles, the decoder predicted "
+                                f"{compiled.predicted_cycles:,}: the cost model and the simulator disagree")
     match = err = None
     if functional:
         reference = ir.run(program, inputs, state)
-        match, err = _compare(program, result.outputs, reference)
+        match, err = compare_outputs(program, result.outputs, reference)
     return RunResult(instance, hw, program, problem, lowering, solution, compiled, bounds, result, match, err,
                      solve_seconds, clock)
 
 
 class InfeasibleError(RuntimeError):
     pass
+
+
+class VerificationError(RuntimeError):
+    """An emitted program whose simulation disagrees with the compiler: a compiler bug."""
 
 
 def _size(n: float) -> str:
@@ -169,8 +181,7 @@ def _size(n: float) -> str:
 
 def _check_capacity(hw: Hardware, program: ir.Program) -> None:
     """Refuse, in hardware terms, a program whose resident data cannot fit at all."""
-    w, kv = program.pim_weight_bytes() if hasattr(program, "pim_weight_bytes") else program.weight_bytes(), \
-        program.kv_bytes()
+    w, kv = program.pim_weight_bytes(), program.kv_bytes()
     org = hw.organization
     if w + kv > org.capacity_bytes:
         ctx = program.meta.get("context")
@@ -184,18 +195,21 @@ def _check_capacity(hw: Hardware, program: ir.Program) -> None:
 TOLERANCE = {"fp16": 2e-2, "bf16": 6e-2, "fp32": 1e-4}
 
 
-def _compare(program: ir.Program, outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[bool, float]:
+def compare_outputs(program: ir.Program, outputs: dict[str, np.ndarray],
+                    reference: dict[str, np.ndarray]) -> tuple[bool, float]:
+    """Every program output against the reference: same shape; floats within TOLERANCE[dtype]
+    relative to the output's magnitude (max(1, max|ref|)); integers (argmax) exactly equal."""
     ok, worst = True, 0.0
     for name in program.outputs:
         t = program.tensors[name]
         got = np.asarray(outputs[name], dtype=np.float64)
         ref = np.asarray(reference[name], dtype=np.float64)
-        if t.dtype.value == "int32":
-            # argmax may legitimately differ on near-ties; compare the reference logits instead
-            same = bool(np.array_equal(got, ref))
-            ok &= same
-            continue
+        if got.shape != ref.shape:
+            return False, float("inf")
         err = float(np.max(np.abs(got - ref))) if got.size else 0.0
+        if t.dtype.value == "int32":
+            ok &= err == 0.0
+            continue
         scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
         worst = max(worst, err)
         ok &= err <= TOLERANCE.get(t.dtype.value, 2e-2) * scale

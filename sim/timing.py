@@ -94,7 +94,10 @@ def _compile(hw: Hardware) -> TimingTables:
     prev = np.array([CMD[c.prev] for c in cons], dtype=np.int64)
     nxt = np.array([CMD[c.next] for c in cons], dtype=np.int64)
     scope = np.array([SCOPE[c.scope] for c in cons], dtype=np.int64)
-    lat = np.array([t.latency_of(c) for c in cons], dtype=np.int64)
+    # a unit with fewer lanes than a burst has elements needs several passes per MAC: the
+    # MAC->MAC spacing is the hardware's mac_interval (tMAC x passes), not tMAC alone
+    lat = np.array([hw.mac_interval if (c.prev, c.next) == ("MAC", "MAC") else t.latency_of(c) for c in cons],
+                   dtype=np.int64)
     win = np.array([c.window or 0 for c in cons], dtype=np.int64)
     wbase = np.zeros(R, dtype=np.int64)
     size = 0

@@ -3,7 +3,8 @@
 - Bandwidth: every burst of a resident matrix must pass through a PIM unit once per input
   vector (one MAC each), or over the link once (host dispatch). Spread perfectly over all
   units and channels, and with refresh taking tRFC of every tREFI cycles on every channel:
-  T >= W + tRFC * floor(T / tREFI), W = sum over ops of the cheaper of the two.
+  T >= W + tRFC * floor(T / tREFI), W = sum over ops of the cheaper of the two. With one bank
+  per unit, every DRAM row change also costs tRTP + tRP + tRCD that no MAC can hide.
 - Critical path: the longest chain of jobs, each at the shortest duration any of its modes
   allows (including the sync between streams), from the lowered problem's exact durations.
 """
@@ -30,10 +31,20 @@ class Bounds:
         return max(self.bandwidth_refresh_cycles, self.critical_path_cycles)
 
 
+def row_switch_cycles(hw: Hardware) -> int:
+    """Extra cycles a unit with ONE bank loses at every DRAM row change: after its last MAC in a
+    row, PRE (tRTP), ACT (tRP) and the first MAC of the next row (tRCDRD) cannot overlap with
+    MACs (with two or more banks per unit the next row can be opened in the other bank)."""
+    t = hw.timing
+    return max(0, t.p("tRTP") + t.p("tRP") + t.p("tRCDRD") - hw.mac_interval)
+
+
 def streaming_cycles(hw: Hardware, program: Program) -> int:
     epb = hw.elements_per_burst
     pus, chans = hw.total_pus, hw.organization.channels
+    switch = row_switch_cycles(hw) if hw.pim.banks_per_pu == 1 else 0
     total = 0.0
+    rows_per_unit = 0.0
     for op in program.ops:
         if not op.pim_capable:
             continue
@@ -41,7 +52,12 @@ def streaming_cycles(hw: Hardware, program: Program) -> int:
         bursts = sh.matrices * sh.rows * ceil(sh.k / epb)
         pim = bursts * sh.vectors / pus * hw.mac_interval
         link = bursts / chans * hw.timing.p("tCCD_S") if op.kind.value == "gemv" else pim
+        if pim <= link:
+            rows_per_unit += bursts / pus / hw.organization.columns
         total += min(pim, link)
+    # every unit reads at least its share of rows, each a full row at best; all units switch
+    # rows together (all-bank commands), one row change fewer than rows
+    total += max(0.0, rows_per_unit - 1) * switch
     return ceil(total)
 
 

@@ -111,11 +111,14 @@ class Lowerer:
         self.groups = make_groups(hw, options.groups, hw.organization.rows)
         self.lowering = Lowering(hw, program, options, self.groups)
         self.host_cycles = _host_cost(hw, program)
+        self.too_big: dict[str, int] = {}  # job -> rows per bank its smallest rejected tiling needs
 
     # ---- timing of one task (cached) ---------------------------------------------------------
     def _mv_timing(self, shape: MVShape, channels: tuple[int, ...], style: str, kind: str) -> tuple[TaskTiming, Layout]:
         tiling = self.lowering.tiling(shape, channels, style)
         layout = Layout(self.hw, tiling)
+        if layout.rows_per_bank > self.hw.organization.rows:
+            raise _TooBig(layout.rows_per_bank)
         key = (kind, _signature(shape), len(channels), style)
         if key not in self.lowering.timings:
             sym = Symbols()
@@ -158,9 +161,13 @@ class Lowerer:
         for subset, style in variants:
             gnames = tuple(self.groups[i].name for i in subset)
             channels = tuple(c for i in subset for c in self.groups[i].channels)
-            timing, layout = self._mv_timing(shape, channels, style, "mv")
             closed = "-closed" if style != self.opt.style else ""
             tag = f"{tag_prefix}{closed}[{'all' if len(subset) == len(self.groups) else ','.join(gnames)}]"
+            try:
+                timing, layout = self._mv_timing(shape, channels, style, "mv")
+            except _TooBig as e:
+                self.too_big[name] = min(self.too_big.get(name, e.rows), e.rows)
+                continue  # this tiling does not fit a bank: not a candidate
             tasks, edges, inputs = [], [], []
             epis = [Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op])) for op in shape.ops]
             for g in gnames:
@@ -186,6 +193,13 @@ class Lowerer:
     def _unfused_modes(self, name: str, ops: list[str]) -> list[Mode]:
         """The ops of a fusion group run one after another, each on all groups (each epilogue as
         soon as its op is done)."""
+        try:
+            return self._unfused_modes_unchecked(name, ops)
+        except _TooBig as e:
+            self.too_big[name] = min(self.too_big.get(name, e.rows), e.rows)
+            return []
+
+    def _unfused_modes_unchecked(self, name: str, ops: list[str]) -> list[Mode]:
         index = {op.name: i for i, op in enumerate(self.p.ops)}
         channels = tuple(c for g in self.groups for c in g.channels)
         tasks, edges, inputs, payloads, usage, roles = [], [], [], [], {}, {}
@@ -264,7 +278,7 @@ class Lowerer:
                     modes += self._unfused_modes(name, members)
                 else:
                     modes = self._unfused_modes(name, members)
-                jobs.append(Job(name, tuple(covered), tuple(modes)))
+                jobs.append(self._job(name, covered, modes))
                 self._job_deps(name, covered, producers, absorbed, deps)
                 continue
             elif op.kind is OpKind.gemv:
@@ -272,7 +286,10 @@ class Lowerer:
                 modes = self._pim_modes(op.name, shape, None)
                 if self.opt.host_gemv and shape.k % self.hw.elements_per_burst == 0:
                     # (RD moves whole bursts: a row that ends mid-burst would spill into the next)
-                    modes.append(self._host_gemv_mode(op.name, i, shape))
+                    try:
+                        modes.append(self._host_gemv_mode(op.name, i, shape))
+                    except _TooBig:
+                        pass
             elif op.name in chains:
                 members = chains[op.name]
                 covered = list(members)
@@ -289,8 +306,8 @@ class Lowerer:
                 hop = Task(f"{op.name}/hop", HOST, self.host_cycles.op(i))
                 modes = [Mode("host", (hop,), (), (hop.name,), hop.name, {}, ModePayload((), {hop.name: ("HOP", op.name)}))]
             if self.opt.style == "naive":
-                modes = [modes[0]]
-            jobs.append(Job(op.name, tuple(covered), tuple(modes)))
+                modes = modes[:1]
+            jobs.append(self._job(op.name, covered, modes))
             self._job_deps(op.name, covered, producers, absorbed, deps)
         names = {j.name for j in jobs}
         job_name = {o: j.name for j in jobs for o in j.ops}
@@ -303,6 +320,16 @@ class Lowerer:
         problem.horizon = problem.trivial_horizon()
         return problem, self.lowering
 
+
+    def _job(self, name: str, covered: list[str], modes: list[Mode]) -> Job:
+        if not modes:
+            org = self.hw.organization
+            need = self.too_big.get(name)
+            raise LoweringError(
+                f"{name}: no tiling fits a bank: the smallest candidate needs {need:,} rows per bank "
+                f"({need * org.row_bytes / 2**20:,.2f} MiB), a bank has {org.rows:,} rows "
+                f"({org.bank_bytes / 2**20:,.2f} MiB); add channels or rows")
+        return Job(name, tuple(covered), tuple(modes))
 
     def _host_chain_modes(self, name: str, ops: list[str]) -> list[Mode]:
         """A chain of host ops: one kernel launch for all (fused), or one launch each."""
@@ -334,6 +361,15 @@ def fusion_groups(program: Program) -> dict[str, list[str]]:
             w = program.tensors[op.inputs[1]]
             by_input.setdefault((op.inputs[0], w.shape[1]), []).append(op.name)
     return {ms[0]: ms for ms in by_input.values() if len(ms) > 1}
+
+
+class LoweringError(ValueError):
+    """The program cannot be mapped onto the hardware at all (message in hardware terms)."""
+
+
+class _TooBig(Exception):
+    def __init__(self, rows: int):
+        self.rows = rows
 
 
 def host_chains(program: Program) -> dict[str, list[str]]:

@@ -102,3 +102,28 @@ def test_simulate_rejects_a_tampered_program_precisely(tmp_path):
     r = invoke("simulate", out / "streams")
     assert r.exit_code == 3
     assert r.output.count("\n") == 1 and "cycle" in r.output and "MAC" in r.output
+
+
+def test_more_error_paths_are_one_line(tmp_path):
+    # --out never wipes a directory that is not a previous pimsat output
+    keep = tmp_path / "precious"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("important")
+    r = invoke("solve", GEMV, "--method", "greedy", "--out", keep)
+    assert r.exit_code == 2 and "refusing" in r.output and (keep / "notes.txt").exists()
+    # refresh longer than its interval, unknown timing parameter, non-positive limits
+    r = invoke("solve", GEMV, "--set", "timing.params.tRFC=5000")
+    assert r.exit_code == 2 and "tREFI" in r.output and r.output.count("\n") == 1
+    r = invoke("solve", GEMV, "--set", "timing.params.tRCD=1000")
+    assert r.exit_code == 2 and "tRCD" in r.output
+    assert invoke("solve", GEMV, "--workers", "0").exit_code == 2
+    assert invoke("solve", GEMV, "--time-limit", "0").exit_code == 2
+    # a model config missing a field, a path that does not exist, a CSV into a new folder
+    bad = tmp_path / "cfg.yaml"
+    bad.write_text("name: c\nprogram: {kind: model, config: {hidden_size: 10}}\n")
+    r = invoke("show", bad)
+    assert r.exit_code == 2 and "program.config" in r.output and r.output.count("\n") == 1
+    r = invoke("compare", tmp_path / "nosuch.yaml", "--methods", "greedy")
+    assert r.exit_code == 2 and "nosuch.yaml" in r.output
+    r = invoke("compare", GEMV, "--methods", "greedy", "--csv", tmp_path / "new" / "x.csv")
+    assert r.exit_code == 0 and (tmp_path / "new" / "x.csv").exists()
