@@ -24,26 +24,9 @@ if ROOT not in sys.path:
 from solver.certificate import check_solution  # noqa: E402
 from solver.cpsat import solution_makespan, solve_cpsat  # noqa: E402
 from solver.heuristics import solve_greedy, solve_naive  # noqa: E402
+from solver.synthetic import pim_mode  # noqa: E402
 from solver.problem import (  # noqa: E402
     HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task)
-
-
-def _pim_mode(job: str, groups: list[str], bcast: int, mac: int, readout: int, gather: int,
-              rows: int, name: str) -> Mode:
-    k = len(groups)
-    tasks, edges, inputs = [], [], []
-    for g in groups:
-        b = Task(f"{job}/{name}/{g}/bcast", g, bcast)
-        m = Task(f"{job}/{name}/{g}/mac", g, max(1, mac // k))
-        r = Task(f"{job}/{name}/{g}/read", g, max(1, readout // k))
-        tasks += [b, m, r]
-        edges += [Edge(b.name, m.name), Edge(m.name, r.name)]
-        inputs.append(b.name)
-    out = Task(f"{job}/{name}/gather", HOST, gather * k)
-    tasks.append(out)
-    edges += [Edge(f"{job}/{name}/{g}/read", out.name) for g in groups]
-    return Mode(name, tuple(tasks), tuple(edges), tuple(inputs), out.name,
-                {g: -(-rows // k) for g in groups})
 
 
 def layered_problem(n_tasks: int, seed: int = 0, n_groups: int = 4, width: int = 4,
@@ -72,8 +55,8 @@ def layered_problem(n_tasks: int, seed: int = 0, n_groups: int = 4, width: int =
                 mac = rng.randint(10_000, 1_000_000)
                 rows = rng.randint(100, 3000)
                 bc, rd, ga = rng.randint(100, 2000), rng.randint(500, 20_000), rng.randint(50, 500)
-                modes_l = [_pim_mode(name, s, bc, mac, rd, ga, rows,
-                                     name=("naive[all]" if s == groups else f"pim[{','.join(s)}]"))
+                modes_l = [pim_mode(name, s, bc, mac, rd, ga * len(s), rows,
+                                    name=("naive[all]" if s == groups else f"pim[{','.join(s)}]"))
                            for s in subsets]
                 if rng.random() < 0.3:
                     t = Task(f"{name}/host", HOST, mac * 6)

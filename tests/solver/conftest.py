@@ -18,6 +18,7 @@ ROOT = str(Path(__file__).resolve().parents[2])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from solver.synthetic import pim_mode  # noqa: E402,F401
 from solver.problem import (  # noqa: E402
     HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task)
 
@@ -43,26 +44,6 @@ def chain_mode(job: str, mode: str, steps: list[tuple[str, int]], usage: dict | 
     lags = lags or [0] * (len(tasks) - 1)
     edges = tuple(Edge(a.name, b.name, lag) for a, b, lag in zip(tasks, tasks[1:], lags))
     return Mode(mode, tasks, edges, (tasks[0].name,), tasks[-1].name, dict(usage or {}))
-
-
-def pim_mode(job: str, groups: list[str], bcast: int, mac: int, readout: int, gather: int,
-             rows: int, name: str | None = None) -> Mode:
-    """Broadcast -> MAC -> read-out on each group of `groups`, then a host gather (output)."""
-    name = name or f"pim[{','.join(groups)}]"
-    k = len(groups)
-    tasks, edges, inputs = [], [], []
-    for g in groups:
-        b = Task(f"{job}/{name}/{g}/bcast", g, bcast)
-        m = Task(f"{job}/{name}/{g}/mac", g, max(1, mac // k))
-        r = Task(f"{job}/{name}/{g}/read", g, max(1, readout // k))
-        tasks += [b, m, r]
-        edges += [Edge(b.name, m.name), Edge(m.name, r.name)]
-        inputs.append(b.name)
-    out = Task(f"{job}/{name}/gather", HOST, gather)
-    tasks.append(out)
-    edges += [Edge(f"{job}/{name}/{g}/read", out.name) for g in groups]
-    usage = {g: -(-rows // k) for g in groups}
-    return Mode(name, tuple(tasks), tuple(edges), tuple(inputs), out.name, usage)
 
 
 def problem(name, jobs, deps=(), groups=(("g0", 1000),), refresh=None, sync=0, repeat=1,
