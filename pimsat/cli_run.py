@@ -16,14 +16,38 @@ from .instance import instance_files, load_instance
 METHODS = ("naive", "greedy", "cpsat")
 
 
-def _solve_options(method, time_limit, workers, seed, groups, timing_only, live=False, deterministic_time=None):
+class LiveProgress:
+    """One live line while CP-SAT runs: time, incumbent, proven bound, gap (rich)."""
+
+    def __init__(self) -> None:
+        from rich.live import Live
+
+        self.live = Live(self._text(0.0, None, None), console=console, refresh_per_second=8, transient=False)
+
+    @staticmethod
+    def _text(t: float, incumbent: int | None, bound: int | None) -> str:
+        if incumbent is None:
+            return f"[bold]cpsat[/bold] {t:6.2f} s  searching…"
+        gap = "" if not bound or not incumbent else f"  gap {(incumbent - bound) / incumbent * 100:5.2f} %"
+        return (f"[bold]cpsat[/bold] {t:6.2f} s  incumbent {incumbent:,}  bound "
+                f"{'—' if bound is None else f'{bound:,}'}{gap}")
+
+    def update(self, t: float, incumbent: int | None, bound: int | None) -> None:
+        self.live.update(self._text(t, incumbent, bound))
+
+    def __enter__(self) -> "LiveProgress":
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.live.__exit__(*exc)
+        if not console.is_terminal:
+            console.line()
+
+
+def _solve_options(method, time_limit, workers, seed, groups, timing_only, progress=None, deterministic_time=None):
     from .pipeline import SolveOptions
 
-    progress = None
-    if live:
-        def progress(t, incumbent, bound):  # noqa: ANN001
-            console.log(f"[cpsat] {t:6.2f} s  incumbent {incumbent:,}  bound {bound:,}"
-                        if incumbent is not None and bound is not None else f"[cpsat] {t:6.2f} s")
     return SolveOptions(method=method, time_limit=time_limit, workers=workers, seed=seed, groups=groups,
                         functional=False if timing_only else None, progress=progress,
                         deterministic_time=deterministic_time)
@@ -60,9 +84,15 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
     from .report import print_summary, report_dict
 
     inst = load_instance(instance)
-    opts = _solve_options(method, time_limit, workers, seed, groups, timing_only, live=not as_json,
-                          deterministic_time=deterministic_time)
-    r = run(inst, opts, sets, preset)
+    if method == "cpsat" and not as_json:
+        with LiveProgress() as live:
+            opts = _solve_options(method, time_limit, workers, seed, groups, timing_only, live.update,
+                                  deterministic_time)
+            r = run(inst, opts, sets, preset)
+    else:
+        opts = _solve_options(method, time_limit, workers, seed, groups, timing_only,
+                              deterministic_time=deterministic_time)
+        r = run(inst, opts, sets, preset)
     rep = report_dict(r)
     if out:
         from .output import write_outputs
