@@ -22,6 +22,7 @@ from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
 from .kv_emit import emit_kv_append
 from .layout import Layout
+from .fusion import fusion_groups, host_chains
 from .mvshape import MVShape, fused_shape, mv_shape
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
 from .symbols import Symbols
@@ -110,7 +111,7 @@ class Lowerer:
         self.hw, self.p, self.opt = hw, program, options
         self.groups = make_groups(hw, options.groups, hw.organization.rows)
         self.lowering = Lowering(hw, program, options, self.groups)
-        self.host_cycles = _host_cost(hw, program)
+        self.host_cycles = HostCosts(hw, program)
         self.too_big: dict[str, int] = {}  # job -> rows per bank its smallest rejected tiling needs
 
     # ---- timing of one task (cached) ---------------------------------------------------------
@@ -353,15 +354,6 @@ class Lowerer:
                     deps.add((src, cname))
 
 
-def fusion_groups(program: Program) -> dict[str, list[str]]:
-    """Gemvs of one layer that read the same input (Q/K/V; gate/up): first op -> members."""
-    by_input: dict[tuple, list[str]] = {}
-    for op in program.topo_order():
-        if op.kind is OpKind.gemv:
-            w = program.tensors[op.inputs[1]]
-            by_input.setdefault((op.inputs[0], w.shape[1]), []).append(op.name)
-    return {ms[0]: ms for ms in by_input.values() if len(ms) > 1}
-
 
 class LoweringError(ValueError):
     """The program cannot be mapped onto the hardware at all (message in hardware terms)."""
@@ -372,26 +364,6 @@ class _TooBig(Exception):
         self.rows = rows
 
 
-def host_chains(program: Program) -> dict[str, list[str]]:
-    """Elementwise/normalisation chains on the host that one kernel launch can run: consecutive
-    host-only ops (in topological order, same layer) where each consumes the previous one's
-    output. First op -> members (length >= 2)."""
-    host_only = {OpKind.layernorm, OpKind.rmsnorm, OpKind.rope, OpKind.softmax, OpKind.gelu, OpKind.relu,
-                 OpKind.silu, OpKind.mul, OpKind.add}
-    order = program.topo_order()
-    chains: dict[str, list[str]] = {}
-    i = 0
-    while i < len(order):
-        run = [order[i]]
-        while (i + len(run) < len(order) and run[-1].kind in host_only and order[i + len(run)].kind in host_only
-               and run[-1].outputs[0] in order[i + len(run)].inputs
-               and run[-1].attrs.get("layer") == order[i + len(run)].attrs.get("layer")):
-            run.append(order[i + len(run)])
-        if len(run) > 1 and run[0].kind in host_only:
-            chains[run[0].name] = [o.name for o in run]
-        i += len(run)
-    return chains
-
 
 def order_index(jobs: list[Job], name: str) -> int:
     for i, j in enumerate(jobs):
@@ -400,7 +372,7 @@ def order_index(jobs: list[Job], name: str) -> int:
     return -1
 
 
-class _host_cost:
+class HostCosts:
     def __init__(self, hw: Hardware, program: Program):
         from sim.host import epilogue_cycles, host_op_cycles
 

@@ -1,0 +1,25 @@
+"""Fusion candidates: gemvs sharing an input, host chains one launch can run."""
+from __future__ import annotations
+
+import ir
+from solver.fusion import fusion_groups, host_chains
+
+
+def test_llama_layer_fusion_candidates():
+    p = ir.build_decode_step(ir.PRESETS["tiny-llama"], batch=1, context=4, layers=1)
+    groups = sorted(fusion_groups(p).values())
+    assert ["layers.0.mlp.gate_proj", "layers.0.mlp.up_proj"] in groups
+    assert ["layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj", "layers.0.self_attn.v_proj"] in groups
+    assert all(len(g) >= 2 for g in groups)
+    chains = host_chains(p)
+    assert chains["layers.0.mlp.act"] == ["layers.0.mlp.act", "layers.0.mlp.mul"]
+    # a chain never crosses a layer boundary, never contains a PIM-capable op
+    kinds = {o.name: o for o in p.ops}
+    for members in chains.values():
+        assert len({kinds[m].attrs.get("layer") for m in members}) == 1
+        assert not any(kinds[m].pim_capable for m in members)
+
+
+def test_kernels_have_no_fusion():
+    assert fusion_groups(ir.gemv_program(8, 16)) == {}
+    assert host_chains(ir.attention_program(2, 2, 16, 3)) == {}
