@@ -100,6 +100,12 @@ def llm() -> None:
                     _write("llm", f"{model}-full-b{batch}-c{ctx}-{short}-{ch}ch",
                            f"{model}: full decode step ({cfg.num_hidden_layers} layers + LM head), batch {batch}, "
                            f"context {ctx}", base, preset, sets)
+    # the brief's worked example: Llama-2-7B on one HBM3-PIM stack (AttAcc's organisation)
+    base = {"kind": "model", "preset": "llama-2-7b", "batch": 1, "context": 2048}
+    _write("llm", "llama-2-7b-1l-b1-c2048-hbm3-32pch", "llama-2-7b: one layer on one HBM3-PIM stack",
+           {**base, "layers": 1, "lm_head": False}, "hbm3-pim", [])
+    _write("llm", "llama-2-7b-full-b1-c2048-hbm3-32pch",
+           "llama-2-7b: full decode step on one HBM3-PIM stack (bandwidth floor 1.34 ms)", base, "hbm3-pim", [])
 
 
 TIERS = {
