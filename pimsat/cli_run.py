@@ -133,6 +133,11 @@ def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, w
             r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only,
                                          deterministic_time=deterministic_time), sets, preset)
             rows.append(report_dict(r))
+            rep = rows[-1]
+            console.print(f"[dim]{rep['instance']} {m}: {rep['simulated_cycles']:,} cycles, {rep['status']}, "
+                          f"solver-free bound {rep['lower_bound_cycles']:,}[/dim]")
+            if json_path:  # partial results survive an interrupted comparison
+                _atomic_write(Path(json_path), json.dumps(rows, indent=2) + "\n")
     cols = ("instance", "method", "status", "objective_cycles", "bound_cycles", "gap", "lower_bound_cycles",
             "simulated_cycles", "outputs_match", "utilization", "solve_seconds")
     t = Table(title="pimsat compare")
