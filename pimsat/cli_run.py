@@ -22,7 +22,7 @@ class LiveProgress:
     def __init__(self) -> None:
         from rich.live import Live
 
-        self.live = Live(self._text(0.0, None, None), console=console, refresh_per_second=8, transient=False)
+        self.live = Live(self._text(0.0, None, None), console=console, refresh_per_second=8, transient=True)
 
     @staticmethod
     def _text(t: float, incumbent: int | None, bound: int | None) -> str:
@@ -41,8 +41,6 @@ class LiveProgress:
 
     def __exit__(self, *exc) -> None:
         self.live.__exit__(*exc)
-        if not console.is_terminal:
-            console.line()
 
 
 def _solve_options(method, time_limit, workers, seed, groups, timing_only, progress=None, deterministic_time=None):
@@ -84,7 +82,7 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
     from .report import print_summary, report_dict
 
     inst = load_instance(instance)
-    if method == "cpsat" and not as_json:
+    if method == "cpsat" and not as_json and console.is_terminal:
         with LiveProgress() as live:
             opts = _solve_options(method, time_limit, workers, seed, groups, timing_only, live.update,
                                   deterministic_time)
