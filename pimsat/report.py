@@ -21,11 +21,7 @@ def proven_bound(r: RunResult) -> int | None:
     end, the real makespan to the last completion, which can be earlier by at most the tail."""
     if r.solution.bound is None:
         return None
-    return max(0, int(r.solution.bound) - max_tail(r))
-
-
-def max_tail(r: RunResult) -> int:
-    return r.lowering.max_tail
+    return max(0, int(r.solution.bound) - r.lowering.max_tail)
 
 
 def report_dict(r: RunResult) -> dict[str, Any]:

@@ -14,7 +14,7 @@ Deterministic: same problem and solution, same bytes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hwmodel.isa import Instruction, make
 from hwmodel.streams import Placement, StreamSet
@@ -43,7 +43,6 @@ class Compiled:
     task_starts: dict[str, int]
     refreshes: dict[str, list[int]]
     rows_used: dict[str, int]
-    layouts: dict[str, Layout] = field(default_factory=dict)
 
 
 @dataclass
@@ -53,7 +52,7 @@ class _Placed:
     start: int
     end: int  # quiet end (next command on the resource may follow)
     completion: int
-    per_channel: dict[int, list[Instruction]]  # channel -> relative-stamped instructions (or host)
+    per_channel: dict[int, tuple]  # channel (-1: host) -> (emit the commands, their relative issue cycles)
 
 
 def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tuple[dict[str, list[Layout]], dict[str, int]]:
@@ -299,5 +298,4 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, p
     stream_channels = [[i for _, _, body in sorted(items, key=lambda x: (x[0], x[1])) for i in body] for items in channels]
     stream_host = [i for _, _, body in sorted(host, key=lambda x: (x[0], x[1])) for i in body]
     streams = StreamSet(hw.name, "1.0", sym.names, stream_channels, stream_host, placements)
-    return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used,
-                    {j: ls[0] for j, ls in layouts.items() if ls})
+    return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used)

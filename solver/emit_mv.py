@@ -14,7 +14,6 @@ overlaps.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import ceil
 
 from hwmodel import Hardware
@@ -23,13 +22,6 @@ from hwmodel.isa import Instruction, make
 from .layout import Layout
 from .symbols import Symbols, staging
 from .tiling import Tiling, channel_signature
-
-
-@dataclass
-class _BankSets:
-    """Which segment each bank set (bank index within the unit) has open."""
-
-    open: dict[int, int] = field(default_factory=dict)
 
 
 class MVEmitter:
@@ -172,7 +164,7 @@ class MVEmitter:
         t, lay, hw = self.t, self.lay, self.hw
         overlap = self.style == "overlap"
         seq: list[Instruction] = []
-        banks = _BankSets()
+        open_rows: dict[int, int] = {}  # bank set (bank index within the unit) -> open segment
         steps, access, next_seg = self._plan()
         pending_gb: list[Instruction] = []
         prefetch_act: Instruction | None = None
@@ -185,13 +177,13 @@ class MVEmitter:
 
         def open_segment(seg: int) -> None:
             sel = lay.sel(seg)
-            cur = banks.open.get(sel)
+            cur = open_rows.get(sel)
             if cur == seg:
                 return
             if cur is not None:
                 seq.append(make("PRE", mask=lay.segment_mask(cur)))
             seq.append(make("ACT", mask=lay.segment_mask(seg), row=lay.row(ch, seg)))
-            banks.open[sel] = seg
+            open_rows[sel] = seg
 
         prev_step = None
         step_of_access = 0
@@ -236,27 +228,27 @@ class MVEmitter:
                 # closed-page policy: precharge as soon as the row's last run has been read
                 if idx + 1 == len(access) or access[idx + 1][2] != seg:
                     seq.append(make("PRE", mask=lay.segment_mask(seg)))
-                    banks.open.pop(lay.sel(seg), None)
+                    open_rows.pop(lay.sel(seg), None)
                 continue
             # first access of a segment: prepare the next distinct segment in the other bank set
             if (idx == 0 or access[idx - 1][2] != seg) and next_seg[idx] is not None and self.bpp > 1:
                 ns = next_seg[idx]
                 sel = lay.sel(ns)
-                if sel != lay.sel(seg) and banks.open.get(sel) != ns:
-                    cur = banks.open.get(sel)
+                if sel != lay.sel(seg) and open_rows.get(sel) != ns:
+                    cur = open_rows.get(sel)
                     if cur is not None:
                         seq.append(make("PRE", mask=lay.segment_mask(cur)))
                     prefetch_act = make("ACT", mask=lay.segment_mask(ns), row=lay.row(ch, ns))
                     prefetch_seg = ns
                     prefetch_wait = trp_bursts
-                    banks.open[sel] = ns
+                    open_rows[sel] = ns
         if prefetch_act is not None:
             seq.append(prefetch_act)
         seq.extend(pending_gb)
         if prev_step is not None:
             ps, pp, pg, _pc = steps[prev_step]
             seq.extend(self._rdacc(ci, ps, pp, pg))
-        for sel, seg in sorted(banks.open.items()):
+        for sel, seg in sorted(open_rows.items()):
             seq.append(make("PRE", mask=lay.segment_mask(seg)))
         return seq
 

@@ -50,13 +50,6 @@ class MVPayload:
     channels: tuple[int, ...]
     style: str
     append: tuple[str, int] | None = None  # (new k/v tensor, position) for attention jobs
-    host_op: str | None = None
-
-
-@dataclass
-class HostPayload:
-    op: str
-    kind: str = "HOP"  # "HOP" | "EPI"
 
 
 @dataclass
@@ -238,7 +231,7 @@ class Lowerer:
             edges.append(Edge(t.name, hop.name, self.hw.host.sync_cycles))
         usage = {g.name: layout.rows_per_bank for g in self.groups}
         tiling = MVPayload("hostgemv", self.p.ops[op_index].name, shape, tuple(g.name for g in self.groups),
-                           channels, self.opt.style, None, self.p.ops[op_index].name)
+                           channels, self.opt.style)
         roles = {t.name: ("rd", 0) for t in tasks}
         roles[hop.name] = ("HOP", self.p.ops[op_index].name)
         return Mode("host", tuple(tasks) + (hop,), tuple(edges), (hop.name,),
@@ -312,8 +305,9 @@ class Lowerer:
             self._job_deps(op.name, covered, producers, absorbed, deps)
         names = {j.name for j in jobs}
         job_name = {o: j.name for j in jobs for o in j.ops}
+        position = {j.name: i for i, j in enumerate(jobs)}
         dependencies = sorted({(job_name[a], job_name[b]) for a, b in deps if job_name[a] != job_name[b]},
-                              key=lambda d: (order_index(jobs, d[1]), order_index(jobs, d[0])))
+                              key=lambda d: (position[d[1]], position[d[0]]))
         dependencies = [Dependency(a, b) for a, b in dependencies if a in names and b in names]
         t = self.hw.timing
         refresh = Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh)
@@ -363,13 +357,6 @@ class _TooBig(Exception):
     def __init__(self, rows: int):
         self.rows = rows
 
-
-
-def order_index(jobs: list[Job], name: str) -> int:
-    for i, j in enumerate(jobs):
-        if j.name == name:
-            return i
-    return -1
 
 
 class HostCosts:

@@ -22,10 +22,6 @@ class TaskTiming:
     completion: int
 
 
-def max_latency_after(hw: Hardware) -> dict[str, int]:
-    return _max_latency(hw)
-
-
 def _by_identity(fn):
     """Cache on the object's identity (Hardware holds dicts, so it is not hashable)."""
     cache: dict[int, tuple[object, object]] = {}
@@ -40,7 +36,8 @@ def _by_identity(fn):
 
 
 @_by_identity
-def _max_latency(hw: Hardware) -> dict[str, int]:
+def max_latency_after(hw: Hardware) -> dict[str, int]:
+    """Per command: the longest any later command may have to wait for it (table rows and data)."""
     out = {c: 1 for c in COMMANDS}
     for c in hw.timing.constraints:
         out[c.prev] = max(out[c.prev], hw.timing.latency_of(c))
@@ -75,7 +72,7 @@ def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
     res = sim.simulate(quiet_hw, streams, functional=False, record=True)
     times = res.channel_times[0]
     issue = tuple(int(x) for x in times.issue)
-    lat = _max_latency(hw)
+    lat = max_latency_after(hw)
     quiet = 0
     log = res.log
     if log is not None and len(log):
