@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import astuple, fields
 from pathlib import Path
 from typing import Any
 
+from .atomic import write_dir_atomically  # noqa: F401  (re-exported)
 from .isa import ISA_VERSION, Instruction
 from .isa_asm import format_stream, parse_stream
 from .isa_codec import decode_stream, encode_stream
@@ -104,32 +103,6 @@ def write_streams(ss: StreamSet, out_dir: str | Path, extra_manifest: dict[str, 
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
         raise StreamsError(f"{out}: exists and is not a stream directory; refusing to replace it")
     return write_dir_atomically(out, lambda tmp: _build(ss, tmp, extra))
-
-
-def write_dir_atomically(out: Path, build) -> Path:
-    """Build a directory in a temporary sibling, then swap it in: `out` is either the complete
-    new directory or (on any failure) left exactly as it was."""
-    out = Path(out)
-    parent = out.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
-    try:
-        build(tmp)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
-            os.replace(out, old / "d")
-            try:
-                os.replace(tmp, out)
-            except BaseException:
-                os.replace(old / "d", out)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
 
 
 # --- reading -----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from rich.table import Table
 from hwmodel import HardwareError, load_hardware, preset_names
 
 from .instance import InstanceError, instance_files, load_instance
+from .sizes import format_bytes, resident_bytes
 
 # Wide tables stay readable when the output is a file or a CI log (no terminal to measure).
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -101,20 +102,12 @@ def show(instances, preset, sets) -> None:
         inst = load_instance(path)
         prog = inst.build_program()
         hw = inst.build_hardware(sets, preset)
-        need = prog.pim_weight_bytes() + prog.kv_bytes()  # what lives in banks (embeddings stay on host)
+        need = resident_bytes(prog)
         cap = hw.organization.capacity_bytes
-        fits = f"yes ({(cap - need) / cap * 100:.0f} % free)" if need <= cap else f"NO (short {_bytes(need - cap)})"
+        fits = f"yes ({(cap - need) / cap * 100:.0f} % free)" if need <= cap else f"NO (short {format_bytes(need - cap)})"
         t.add_row(inst.name, inst.tier, f"{hw.name} ×{hw.organization.channels}", str(len(prog.ops)),
-                  _bytes(prog.weight_bytes()), _bytes(prog.kv_bytes()), _bytes(cap), fits)
+                  format_bytes(prog.weight_bytes()), format_bytes(prog.kv_bytes()), format_bytes(cap), fits)
     console.print(t)
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 @main.command()

@@ -169,10 +169,11 @@ def _cell(v, col) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    from hwmodel.atomic import atomic_open
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    with atomic_open(path, binary=False) as f:
+        f.write(text)
 
 
 @main.command()

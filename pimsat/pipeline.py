@@ -17,6 +17,7 @@ from solver.problem import SchedulingProblem, Solution
 from solver.template import expand, layer_count, template_problem
 
 from .instance import Instance
+from .sizes import format_bytes, resident_bytes
 
 # Functional simulation stores every resident value; above this many bytes we run timing-only.
 FUNCTIONAL_LIMIT_BYTES = 2 * 2**30
@@ -171,25 +172,18 @@ class VerificationError(RuntimeError):
     """An emitted program whose simulation disagrees with the compiler: a compiler bug."""
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
-        n /= 1024
-    return f"{n}"
-
-
 def _check_capacity(hw: Hardware, program: ir.Program) -> None:
     """Refuse, in hardware terms, a program whose resident data cannot fit at all."""
-    w, kv = program.pim_weight_bytes(), program.kv_bytes()
+    kv = program.kv_bytes()
+    w = resident_bytes(program) - kv
     org = hw.organization
     if w + kv > org.capacity_bytes:
         ctx = program.meta.get("context")
-        kv_text = f" + KV cache {_size(kv)}" + (f" for {ctx + 1} tokens" if ctx is not None else "")
+        kv_text = f" + KV cache {format_bytes(kv)}" + (f" for {ctx + 1} tokens" if ctx is not None else "")
         raise InfeasibleError(
-            f"weights {_size(w)}{kv_text} need {_size(w + kv)}; {hw.name} holds {_size(org.capacity_bytes)} "
+            f"weights {format_bytes(w)}{kv_text} need {format_bytes(w + kv)}; {hw.name} holds {format_bytes(org.capacity_bytes)} "
             f"({org.channels} channels x {org.banks_per_channel} banks x {org.rows} rows x {org.row_bytes} B)"
-            f", {_size((w + kv) / org.channels)} per channel needed, {_size(org.channel_bytes)} available")
+            f", {format_bytes((w + kv) / org.channels)} per channel needed, {format_bytes(org.channel_bytes)} available")
 
 
 TOLERANCE = {"fp16": 2e-2, "bf16": 6e-2, "fp32": 1e-4}

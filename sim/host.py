@@ -61,6 +61,12 @@ def host_op_cycles(hw: Hardware, program, op_index: int) -> int:
     return hw.host.dispatch_cycles + -(-work // rate)
 
 
+def chain_cycles(hw: Hardware, program, op_indices) -> list[int]:
+    """Busy cycles of each op of a host chain run as one kernel launch (the first HOP, then HOPs
+    with chain=1): only the first pays ``dispatch_cycles``."""
+    return [host_op_cycles(hw, program, i) - (hw.host.dispatch_cycles if k else 0) for k, i in enumerate(op_indices)]
+
+
 def epilogue_cycles(hw: Hardware, program, op_index: int) -> int:
     """Cycles of the epilogue (EPI) of PIM-dispatched op ``program.ops[op_index]``."""
     op = program.ops[op_index]

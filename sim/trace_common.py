@@ -29,15 +29,12 @@ expansion of multi-bank commands, and :func:`summarise`.
 """
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import IO, Any
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
+from hwmodel.atomic import atomic_open, umask as _umask  # noqa: F401  (_umask re-exported)
 from hwmodel.model import COMMANDS, Hardware
 
 COMMAND_LOG_DTYPE = np.dtype(
@@ -142,30 +139,7 @@ def _check_host(events: np.ndarray | None) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # Atomic output
 # ----------------------------------------------------------------------------------------------
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def _atomic_open(path: str | os.PathLike[str], binary: bool) -> Iterator[IO[Any]]:
-    """Open a temporary file beside `path`; on success rename it over `path`, on error remove it."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        if binary:
-            f: IO[Any] = os.fdopen(fd, "wb")
-        else:
-            f = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
-        with f:
-            yield f
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+_atomic_open = atomic_open
 
 
 # ----------------------------------------------------------------------------------------------

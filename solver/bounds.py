@@ -17,7 +17,7 @@ from hwmodel import Hardware
 from ir import Program
 
 from .mvshape import mv_shape
-from .problem import HOST, SchedulingProblem
+from .problem import HOST, Refresh, SchedulingProblem
 
 
 @dataclass(frozen=True)
@@ -63,13 +63,7 @@ def streaming_cycles(hw: Hardware, program: Program) -> int:
 
 def with_refresh(hw: Hardware, work: int) -> int:
     t = hw.timing
-    refi, rfc = t.p("tREFI"), t.p("tRFC")
-    T = work
-    while True:
-        nxt = work + rfc * (T // refi)
-        if nxt <= T:
-            return T
-        T = nxt
+    return Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh).stretch(work)
 
 
 def critical_path(problem: SchedulingProblem, *others: SchedulingProblem) -> int:

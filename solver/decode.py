@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from hwmodel.isa import Instruction, make
 from hwmodel.streams import Placement, StreamSet
-from ir import OpKind
-from sim.host import host_op_cycles
+from sim.host import chain_cycles
 
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
@@ -27,7 +26,7 @@ from .kv_emit import emit_kv_append
 from .layout import Layout
 from .lower import Lowering
 from .problem import HOST, SchedulingProblem, Solution
-from .symbols import Symbols, host_copy, staging
+from .symbols import Symbols, host_copy
 from .task_timing import max_latency_after, time_task
 from .tiling import channel_signature
 
@@ -88,11 +87,9 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration
     if kind == "HOPS":  # a fused host chain: one launch, the later ops chained to the first
         seq = [make("HOP", op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
-        rel, t = [], 0
-        for k, o in enumerate(what):
-            rel.append(t)
-            t += host_op_cycles(hw, program, op_index[o]) - (hw.host.dispatch_cycles if k else 0)
-        return {-1: (lambda: seq, tuple(rel))}, task.duration, task.duration
+        busy = chain_cycles(hw, program, [op_index[o] for o in what])
+        rel = tuple(sum(busy[:k]) for k in range(len(busy)))
+        return {-1: (lambda: seq, rel)}, task.duration, task.duration
     pl, lay = tilings[what], layouts[what]
     g = groups[task.resource]
     cis = [pl.channels.index(c) for c in g.channels]

@@ -21,7 +21,7 @@ from hwmodel.isa import Instruction, make
 
 from .layout import Layout
 from .symbols import Symbols, staging
-from .tiling import Tiling, channel_signature
+from .tiling import channel_signature
 
 
 class MVEmitter:

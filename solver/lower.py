@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from hwmodel import Hardware
 from ir import OpKind, Program
+from sim.host import chain_cycles, epilogue_cycles, host_op_cycles
 
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
@@ -241,7 +242,6 @@ class Lowerer:
         p = self.p
         index = {op.name: i for i, op in enumerate(p.ops)}
         producers = p.producers()
-        job_of_tensor: dict[str, str] = {}
         jobs: list[Job] = []
         deps: set[tuple[str, str]] = set()
         absorbed: dict[str, str] = {}  # kv_append op -> attention job
@@ -330,7 +330,7 @@ class Lowerer:
         """A chain of host ops: one kernel launch for all (fused), or one launch each."""
         index = {op.name: i for i, op in enumerate(self.p.ops)}
         costs = [self.host_cycles.op(index[o]) for o in ops]
-        fused = Task(f"{name}/fused", HOST, sum(costs) - (len(ops) - 1) * self.hw.host.dispatch_cycles)
+        fused = Task(f"{name}/fused", HOST, sum(chain_cycles(self.hw, self.p, [index[o] for o in ops])))
         modes = [Mode("fused", (fused,), (), (fused.name,), fused.name, {}, ModePayload((), {fused.name: ("HOPS", tuple(ops))}))]
         tasks = [Task(f"{name}/host/{o}", HOST, c) for o, c in zip(ops, costs)]
         edges = tuple(Edge(a.name, b.name, 0) for a, b in zip(tasks, tasks[1:]))
@@ -360,17 +360,16 @@ class _TooBig(Exception):
 
 
 class HostCosts:
-    def __init__(self, hw: Hardware, program: Program):
-        from sim.host import epilogue_cycles, host_op_cycles
+    """Host busy cycles of an op (HOP) or of a PIM op's epilogue (EPI): sim/host.py's rules."""
 
+    def __init__(self, hw: Hardware, program: Program):
         self.hw, self.p = hw, program
-        self._op, self._epi = host_op_cycles, epilogue_cycles
 
     def op(self, i: int) -> int:
-        return max(1, self._op(self.hw, self.p, i))
+        return max(1, host_op_cycles(self.hw, self.p, i))
 
     def epilogue(self, i: int) -> int:
-        return max(1, self._epi(self.hw, self.p, i))
+        return max(1, epilogue_cycles(self.hw, self.p, i))
 
 
 def lower(hw: Hardware, program: Program, options: LowerOptions | None = None) -> tuple[SchedulingProblem, Lowering]:

@@ -84,6 +84,16 @@ class Refresh:
     tRFC: int
     max_postponed: int
 
+    def stretch(self, work: int, at_least: int = 0) -> int:
+        """Smallest T >= max(work, at_least) with T >= work + tRFC * floor(T / tREFI): the time a
+        resource busy for `work` cycles needs once the REFs owed by T are paid."""
+        if self.tRFC >= self.tREFI:
+            raise ValueError(f"refresh tRFC {self.tRFC} >= tREFI {self.tREFI}: no time left for work")
+        t = max(work, at_least)
+        while (nxt := max(t, work + self.tRFC * (t // self.tREFI))) != t:
+            t = nxt
+        return t
+
 
 @dataclass
 class SchedulingProblem:

@@ -59,18 +59,10 @@ def lumped_makespan(problem: SchedulingProblem, max_end: int, work: dict[str, in
     `max_end` (the lumped refresh relaxation: every REF owed within [0, M] occupies its group
     for tRFC cycles, and no task of that group runs meanwhile).
     """
-    m = max(0, max_end)
     ref = problem.refresh
     if ref is None or not problem.groups:
-        return m
-    if ref.tRFC >= ref.tREFI:
-        raise ValueError(f"refresh tRFC {ref.tRFC} >= tREFI {ref.tREFI}: no time left for work")
-    w = max([work.get(g.name, 0) for g in problem.groups] + [0])
-    while True:
-        nxt = max(m, w + ref.tRFC * (m // ref.tREFI))
-        if nxt == m:
-            return m
-        m = nxt
+        return max(0, max_end)
+    return ref.stretch(max([work.get(g.name, 0) for g in problem.groups] + [0]), max(0, max_end))
 
 
 def solution_makespan(problem: SchedulingProblem, solution: Solution) -> int:
