@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .model import Hardware
+from .model import DERIVED_PARAMS, Hardware, link_burst_cycles
 
 PRESET_DIR = Path(str(resources.files("hwmodel") / "presets"))
 _TABLE_FILE = "_timing_table.yaml"
@@ -94,11 +94,28 @@ def _format_validation(source: str, err: ValidationError) -> str:
     return f"{source}: {field}: {msg}"
 
 
+def _add_derived_params(data: dict[str, Any], source: str) -> None:
+    """Add tLINK to timing.params (malformed fields are left for the model to report)."""
+    timing, host, org = (data.get(k) for k in ("timing", "host", "organization"))
+    params = timing.get("params") if isinstance(timing, dict) else None
+    if not isinstance(params, dict):
+        return
+    for name in DERIVED_PARAMS:
+        if name in params:
+            raise HardwareError(f"{source}: timing.params.{name}: derived, not a preset parameter "
+                                "(set host.link_bytes_per_cycle instead)")
+    try:
+        params["tLINK"] = link_burst_cycles(int(org["burst_bytes"]), float(host["link_bytes_per_cycle"]))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        pass
+
+
 def hardware_from_dict(data: dict[str, Any], source: str = "<hardware>") -> Hardware:
     data = copy.deepcopy(data)
     timing = data.get("timing")
     if isinstance(timing, dict) and "constraints" not in timing:
         timing["constraints"] = family_timing_table()
+    _add_derived_params(data, source)
     try:
         return Hardware.model_validate(data)
     except ValidationError as e:

@@ -6,7 +6,8 @@ Everything here is data. Algorithms (the simulator, the solver's cost model) rea
 from __future__ import annotations
 
 import re
-from typing import Literal
+from math import ceil
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -178,6 +179,18 @@ class Timing(_Strict):
         return self.params[name]
 
 
+# Parameters derived from other fields, never written in a preset (the loader adds them):
+#   tLINK - cycles one burst occupies the channel's link to the host (organization.burst_bytes /
+#           host.link_bytes_per_cycle, rounded up); the timing table spaces every transfer over
+#           the link (RD, WR, WRGB, RDACC) on a channel by it.
+DERIVED_PARAMS: tuple[str, ...] = ("tLINK",)
+
+
+def link_burst_cycles(burst_bytes: int, link_bytes_per_cycle: float) -> int:
+    """Cycles one burst of `burst_bytes` occupies a link of `link_bytes_per_cycle` (at least 1)."""
+    return max(1, ceil(burst_bytes / link_bytes_per_cycle - 1e-9))
+
+
 # Parameters every preset must define: the simulator and the cost model read them by name.
 REQUIRED_PARAMS: tuple[str, ...] = (
     "CL", "CWL", "BL2", "tRCDRD", "tRCDWR", "tRP", "tRAS", "tRC", "tCCD_S", "tCCD_L",
@@ -215,7 +228,21 @@ class Hardware(_Strict):
                 f"pim.global_buffer_bytes = {pim.global_buffer_bytes} is not a whole number of "
                 f"{org.burst_bytes} B bursts"
             )
+        link = link_burst_cycles(org.burst_bytes, self.host.link_bytes_per_cycle)
+        if self.timing.params.get("tLINK") != link:
+            raise ValueError(
+                f"timing.params.tLINK = {self.timing.params.get('tLINK')} must be {link}: it is derived "
+                f"from organization.burst_bytes / host.link_bytes_per_cycle"
+            )
         return self
+
+    def spec(self) -> dict[str, Any]:
+        """The description as written (JSON types), without the derived parameters: what
+        `hwmodel.loader.hardware_from_dict` reads back."""
+        data = self.model_dump(mode="json")
+        for name in DERIVED_PARAMS:
+            data["timing"]["params"].pop(name, None)
+        return data
 
     # --- derived figures -------------------------------------------------------------------
     @property
@@ -229,6 +256,11 @@ class Hardware(_Strict):
     @property
     def elements_per_burst(self) -> int:
         return self.organization.burst_bytes // self.pim.element_bytes
+
+    @property
+    def link_cycles(self) -> int:
+        """Cycles one burst occupies the channel's link to the host (tLINK)."""
+        return self.timing.p("tLINK")
 
     @property
     def gb_bursts(self) -> int:

@@ -38,7 +38,7 @@ def write_outputs(r: RunResult, report: dict[str, Any], out: str | Path, trace: 
         (tmp / "schedule.json").write_text(json.dumps(schedule_dict(r), indent=2) + "\n")
         write_streams(r.compiled.streams, tmp / "streams",
                       {"instance": r.instance.model_dump(), "program": json.loads(r.program.to_json()),
-                       "hardware_spec": r.hardware.model_dump(mode="json"), "seed": r.instance.seed})
+                       "hardware_spec": r.hardware.spec(), "seed": r.instance.seed})
         if trace and getattr(r.sim, "log", None) is not None:
             from sim.traces import write_chrome_trace
 

@@ -43,6 +43,8 @@ def streaming_cycles(hw: Hardware, program: Program) -> int:
     epb = hw.elements_per_burst
     pus, chans = hw.total_pus, hw.organization.channels
     switch = row_switch_cycles(hw) if hw.pim.banks_per_pu == 1 else 0
+    # reads to the host: one burst per tLINK on a channel, and per tCCD_S within one rank
+    read_spacing = max(hw.link_cycles, hw.timing.p("tCCD_S") if hw.organization.ranks == 1 else 0)
     total = 0.0
     rows_per_unit = 0.0
     for op in program.ops:
@@ -51,7 +53,7 @@ def streaming_cycles(hw: Hardware, program: Program) -> int:
         sh = mv_shape(program, op.name)
         bursts = sh.matrices * sh.rows * ceil(sh.k / epb)
         pim = bursts * sh.vectors / pus * hw.mac_interval
-        link = bursts / chans * hw.timing.p("tCCD_S") if op.kind.value == "gemv" else pim
+        link = bursts / chans * read_spacing if op.kind.value == "gemv" else pim
         if pim <= link:
             rows_per_unit += bursts / pus / hw.organization.columns
         total += min(pim, link)

@@ -115,3 +115,24 @@ def test_overrides_refused(item, needles):
         load_hardware("hbm2-pim", [item])
     for needle in needles:
         assert needle in str(e.value), str(e.value)
+
+
+def test_derived_link_parameter_is_refused_in_a_preset(tmp_path, base):
+    base["timing"]["params"]["tLINK"] = 2
+    _refused(tmp_path, base, "timing.params.tLINK", "derived", "host.link_bytes_per_cycle")
+
+
+def test_link_parameter_follows_the_link_width():
+    assert load_hardware("hbm2-pim").link_cycles == 2          # 32 B bursts, 16 B/cycle
+    assert load_hardware("hbm2-pim", ["host.link_bytes_per_cycle=5"]).link_cycles == 7  # 6.4 -> 7
+    assert load_hardware("hbm2-pim", ["host.link_bytes_per_cycle=64"]).link_cycles == 1
+
+
+def test_spec_round_trips_and_follows_overrides():
+    from hwmodel.loader import apply_overrides, hardware_from_dict
+
+    hw = load_hardware("hbm3-pim")
+    assert "tLINK" not in hw.spec()["timing"]["params"]
+    assert hardware_from_dict(hw.spec()) == hw
+    narrow = hardware_from_dict(apply_overrides(hw.spec(), ["host.link_bytes_per_cycle=4"], "x"))
+    assert narrow.link_cycles == 8

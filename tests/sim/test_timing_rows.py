@@ -10,7 +10,10 @@ open, a WRGB if a MAC needs the global buffer; afterwards PRE of every open bank
 Rows another row dominates on a preset get a documented parameter override so the tested row
 binds: ACT->ACT bank tRC needs tRAS + tRP <= tRC (hbm3-pim: 45 + 19 > 63, so tRAS := tRC - tRP);
 the tFAW window needs the fifth ACT to be otherwise legal at tFAW (hbm2-pim: 4 x tRRD_S = 16 > 15;
-fpga-proto has only 4 banks, so the fifth ACT re-opens a bank after tRC): tFAW := that gap + 3.
+fpga-proto has only 4 banks, so the fifth ACT re-opens a bank after tRC): tFAW := that gap + 3;
+the link rows (latency tLINK, 2 cycles on every preset) are dominated by the turnaround and tCCD
+rows of the same pair, so the link is narrowed until tLINK = the largest of those + 3
+(host.link_bytes_per_cycle := burst_bytes / that).
 """
 from __future__ import annotations
 
@@ -109,6 +112,11 @@ def _window_scenario(hw, gap):
 
 def _overrides(hw, row) -> list[str]:
     p = hw.timing.params
+    if row["latency"] == "tLINK":
+        others = [hw.timing.latency_of(c) for c in hw.timing.constraints
+                  if (c.prev, c.next) == (row["prev"], row["next"]) and c.latency != "tLINK"]
+        need = max(others, default=0) + 3
+        return [f"host.link_bytes_per_cycle={hw.organization.burst_bytes / need!r}"]
     if row["prev"] == row["next"] == "ACT" and row["scope"] == "bank" and p["tRAS"] + p["tRP"] > p["tRC"]:
         return [f"timing.params.tRAS={p['tRC'] - p['tRP']}"]
     if row.get("window"):
