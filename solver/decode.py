@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hwmodel.isa import Instruction, make
+from hwmodel.isa import ISA, Instruction, make
 from hwmodel.streams import Placement, StreamSet
 from sim.host import chain_cycles
 
@@ -27,7 +27,7 @@ from .layout import Layout
 from .lower import Lowering
 from .problem import HOST, SchedulingProblem, Solution
 from .symbols import Symbols, host_copy
-from .task_timing import max_latency_after, time_task
+from .task_timing import TaskTiming, max_latency_after, time_task
 from .tiling import channel_signature
 
 
@@ -54,6 +54,27 @@ class _Placed:
     per_channel: dict[int, tuple]  # channel (-1: host) -> (emit the commands, their relative issue cycles)
 
 
+# fields that name host memory (tensor and element): they never change when a command may issue
+_TIMED_FIELDS = {op.mnemonic: tuple(i for i, f in enumerate(op.fields) if f.name not in ("src", "dst", "offset"))
+                 for op in ISA.ops}
+
+
+class _AppendTimer:
+    """Times KV-cache appends: the channels of a layer (and the layers) write the same banks,
+    rows and columns from different host offsets, so few distinct sequences are ever timed."""
+
+    def __init__(self, hw):
+        self.hw = hw
+        self._seen: dict[tuple, TaskTiming] = {}
+
+    def time(self, seq: list[Instruction]) -> TaskTiming:
+        key = tuple((ins.op, *(ins.args[i] for i in _TIMED_FIELDS[ins.op])) for ins in seq)
+        tt = self._seen.get(key)
+        if tt is None:
+            tt = self._seen[key] = time_task(self.hw, seq)
+        return tt
+
+
 def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tuple[dict[str, list[Layout]], dict[str, int]]:
     """Allocate rows for every tiling of every chosen mode, in job order, per group."""
     hw = lowering.hw
@@ -77,7 +98,8 @@ def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tu
     return out, used
 
 
-def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts):
+def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts,
+                   appends: _AppendTimer):
     """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
     and the task's duration and completion. Emission is deferred to stream building, so the
     commands of the whole program never sit in memory twice."""
@@ -100,7 +122,7 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
             seq = emit_kv_append(hw, lay, sym, ci, *pl.append)
             per[pl.channels[ci]] = (lambda seq=seq: seq, ())
             if seq:
-                tt = time_task(hw, seq)
+                tt = appends.time(seq)
                 per[pl.channels[ci]] = (lambda seq=seq: seq, tt.issue)
                 end, comp = max(end, tt.duration), max(comp, tt.completion)
         return per, max(end, 1), comp
@@ -112,19 +134,15 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     else:
         def emit(ci: int) -> list[Instruction]:
             return emit_weight_read(hw, lay, sym, ci)
-    rep = emit(cis[0])
-    tt = time_task(hw, rep)
-    end, comp = tt.duration, tt.completion
-    sig0 = channel_signature(lay.t, cis[0])
+    timings: dict[tuple, TaskTiming] = {}  # channels of one signature run in lockstep: same stamps
+    end = comp = 0
     for ci in cis:
-        if channel_signature(lay.t, ci) == sig0:
-            per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)  # lockstep: same stamps
-            continue
-        # a channel with padding (fewer read-outs) is timed on its own
-        seq = emit(ci)
-        own = time_task(hw, seq)
-        per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), own.issue)
-        end, comp = max(end, own.duration), max(comp, own.completion)
+        sig = channel_signature(lay.t, ci)
+        tt = timings.get(sig)
+        if tt is None:  # a channel with padding (fewer read-outs) is timed on its own
+            tt = timings[sig] = time_task(hw, emit(ci))
+            end, comp = max(end, tt.duration), max(comp, tt.completion)
+        per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
     return per, end, comp
 
 
@@ -144,6 +162,7 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, p
     commands: dict[str, tuple[dict[int, list[Instruction]], int, int]] = {}
     placements: list[Placement] = []
     in_banks: set[str] = set()
+    appends = _AppendTimer(hw)
     for job in problem.jobs:
         mode = chosen[job.name]
         tilings = mode.payload.tilings
@@ -155,7 +174,7 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, p
                 sym.id(host_copy(pl.shape.resident))
         for task in mode.tasks:
             commands[task.name] = _task_commands(hw, program, sym, op_index, groups, task, mode.payload.roles[task.name],
-                                                 tilings, layouts[job.name])
+                                                 tilings, layouts[job.name], appends)
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
     host_ops = [o for j in problem.jobs for r in chosen[j.name].payload.roles.values()

@@ -14,6 +14,7 @@ overlaps.
 """
 from __future__ import annotations
 
+from collections import deque
 from math import ceil
 
 from hwmodel import Hardware
@@ -33,8 +34,12 @@ class MVEmitter:
         for out in self.t.shape.outputs:
             symbols.id(staging(out))
         self.vec_sym = symbols.id(self.t.shape.vector)
-        self._wrgb_cache: dict[tuple[int, int], Instruction] = {}
-        self._template: tuple | None = None  # (signature, base row, commands, data slots)
+        self._wrgb_cache: dict[tuple[int, int, int, int], tuple[Instruction, ...]] = {}
+        self._macs: dict[tuple[int, int, int, int, int], Instruction] = {}
+        # per channel signature and base row: (commands, positions of the data commands)
+        self._templates: dict[tuple, tuple[list[Instruction], list[int]]] = {}
+        shape = self.t.shape
+        self._part_edges = sorted({e for p in shape.parts for e in (p.row0, p.row0 + p.rows)})
 
     # ------------------------------------------------------------------------------------------
     def steps(self):
@@ -50,23 +55,27 @@ class MVEmitter:
         t = self.t
         return range(g * t.vg, min(t.shape.vectors, (g + 1) * t.vg))
 
-    def _wrgb(self, ci: int, slot: int, g: int, c: int, half: int) -> list[Instruction]:
-        """GB writes for chunk c of the vectors of group g (one burst per instruction)."""
-        t, sh = self.t, self.t.shape
+    def _wrgb(self, ci: int, slot: int, g: int, c: int, half: int) -> tuple[Instruction, ...]:
+        """GB writes for chunk c of the vectors of group g (one burst per instruction); channels
+        that broadcast the same vectors share them."""
+        t = self.t
         sl = t.slots[ci][slot] or next(s for s in t.slots[0] if s is not None)
+        key = (sl.matrix, g, c, half)
+        writes = self._wrgb_cache.get(key)
+        if writes is None:
+            writes = self._wrgb_cache[key] = self._gb_writes(sl.matrix, g, c, half)
+        return writes
+
+    def _gb_writes(self, matrix: int, g: int, c: int, half: int) -> tuple[Instruction, ...]:
+        t, sh = self.t, self.t.shape
         base = half * (self.hw.gb_bursts // 2 if t.double_buffer else 0)
         out = []
         n = t.chunk_len(c)
         for vi, v in enumerate(self._group_vectors(g)):
             for b in range(n):
-                k = (c * t.chunk_bursts + b) * self.epb
-                src = sh.vector_index(sl.matrix, v, k)
-                gb = base + vi * t.chunk_bursts + b
-                ins = self._wrgb_cache.get((gb, src))
-                if ins is None:  # channels that broadcast the same vector share the instruction
-                    ins = self._wrgb_cache[(gb, src)] = make("WRGB", gb=gb, count=1, src=self.vec_sym, offset=src)
-                out.append(ins)
-        return out
+                src = sh.vector_index(matrix, v, (c * t.chunk_bursts + b) * self.epb)
+                out.append(make("WRGB", gb=base + vi * t.chunk_bursts + b, count=1, src=self.vec_sym, offset=src))
+        return tuple(out)
 
     def _rdacc(self, ci: int, slot: int, p: int, g: int) -> list[Instruction]:
         t, sh = self.t, self.t.shape
@@ -82,19 +91,27 @@ class MVEmitter:
                 continue
             bank = pu * self.bpp
             # one RDACC per vector and per run of rows that belong to one output (fused parts)
-            runs, a = [], 0
-            while a < n:
-                b = a + 1
-                while b < n and sh.same_part(pr0 + a, pr0 + b):
-                    b += 1
-                runs.append((a, b))
-                a = b
+            runs = self._part_runs(pr0, n)
             for vi, v in enumerate(self._group_vectors(g)):
                 for a0, a1 in runs:
                     tensor, offset = sh.output_at(m, v, pr0 + a0)
                     out.append(make("RDACC", bank=bank, acc=vi * t.rows_per_pass + a0, count=a1 - a0,
                                     dst=self.sym.id(staging(tensor)), offset=offset, stride=1))
         return out
+
+    def _part_runs(self, r0: int, n: int) -> list[tuple[int, int]]:
+        """Rows r0 .. r0+n-1 cut where one fused part ends and the next begins: [(a0, a1), ...]
+        relative to r0."""
+        edges = [0, *(e - r0 for e in self._part_edges if r0 < e < r0 + n), n]
+        return list(zip(edges, edges[1:]))
+
+    def _mac(self, mask: int, col: int, count: int, gb: int, acc: int) -> Instruction:
+        """MAC instructions recur across passes, chunks and channels: built once per emitter."""
+        key = (mask, col, count, gb, acc)
+        ins = self._macs.get(key)
+        if ins is None:
+            ins = self._macs[key] = make("MAC", mask=mask, col=col, count=count, gb=gb, acc=acc)
+        return ins
 
     def _plan(self):
         """Steps, the run access order (step, row-in-pass, segment, col, bursts) and, for every
@@ -128,21 +145,20 @@ class MVEmitter:
         Channels with the same row distribution run the same commands but for their data
         (WRGB sources, RDACC destinations): after the first, they are built from its template."""
         sig = (channel_signature(self.t, ci), self.lay.base_rows[self.t.channels[ci]])
-        if self._template is not None and self._template[0] == sig:
-            _, commands, slots = self._template
-            seq = list(commands)
-            data = iter(self._data(ci))
-            for pos in slots:
-                seq[pos] = next(data)
+        template = self._templates.get(sig)
+        if template is None:
+            seq = self._emit(ci)
+            self._templates[sig] = (seq, [i for i, ins in enumerate(seq) if ins.op in ("WRGB", "RDACC")])
             return seq
-        seq = self._emit(ci)
-        if self._template is None:
-            slots = [i for i, ins in enumerate(seq) if ins.op in ("WRGB", "RDACC")]
-            self._template = (sig, seq, slots)
+        commands, slots = template
+        seq = list(commands)
+        for pos, ins in zip(slots, self._data(ci, commands, slots)):
+            seq[pos] = ins
         return seq
 
-    def _data(self, ci: int) -> list[Instruction]:
-        """The channel's WRGB and RDACC instructions in the order `_emit` places them."""
+    def _data(self, ci: int, commands: list[Instruction], slots: list[int]) -> list[Instruction]:
+        """The channel's WRGB and RDACC instructions in the order `_emit` places them in
+        `commands` (at `slots`)."""
         t = self.t
         steps, _, _ = self._plan()
         overlap = self.style == "overlap" and t.double_buffer
@@ -156,9 +172,8 @@ class MVEmitter:
             prev = (slot, p, g)
         if prev is not None:
             rd.extend(self._rdacc(ci, *prev))
-        kinds = [self._template[1][pos].op for pos in self._template[2]]
         w, r = iter(wr), iter(rd)
-        return [next(w) if k == "WRGB" else next(r) for k in kinds]
+        return [next(w) if commands[pos].op == "WRGB" else next(r) for pos in slots]
 
     def _emit(self, ci: int) -> list[Instruction]:
         t, lay, hw = self.t, self.lay, self.hw
@@ -166,7 +181,7 @@ class MVEmitter:
         seq: list[Instruction] = []
         open_rows: dict[int, int] = {}  # bank set (bank index within the unit) -> open segment
         steps, access, next_seg = self._plan()
-        pending_gb: list[Instruction] = []
+        pending_gb: deque[Instruction] = deque()
         prefetch_act: Instruction | None = None
         prefetch_seg = -1
         prefetch_wait = 0  # MAC bursts to issue before the prefetch ACT
@@ -195,18 +210,18 @@ class MVEmitter:
                     ps, pp, pg, pc = steps[prev_step]
                     if (ps, pp, pg) != (slot, p, g):
                         seq.extend(pending_gb)
-                        pending_gb = []
+                        pending_gb = deque()
                         seq.extend(self._rdacc(ci, ps, pp, pg))
                 half = step_of_access % 2
                 if not overlap or step_of_access == 0 or not t.double_buffer:
                     seq.extend(self._wrgb(ci, slot, g, c, half if t.double_buffer and overlap else 0))
                 else:
                     seq.extend(pending_gb)
-                    pending_gb = []
+                    pending_gb = deque()
                 # queue the next step's GB load (double buffer)
                 if overlap and t.double_buffer and si + 1 < len(steps):
                     ns, npp, ng, nc = steps[si + 1]
-                    pending_gb = self._wrgb(ci, ns, ng, nc, (step_of_access + 1) % 2)
+                    pending_gb = deque(self._wrgb(ci, ns, ng, nc, (step_of_access + 1) % 2))
                 step_of_access += 1
                 prev_step = si
             if prefetch_act is not None and seg == prefetch_seg:
@@ -215,10 +230,9 @@ class MVEmitter:
             open_segment(seg)
             for vi, _v in enumerate(self._group_vectors(g)):
                 gbase = (half * (hw.gb_bursts // 2) if (t.double_buffer and overlap) else 0) + vi * t.chunk_bursts
-                seq.append(make("MAC", mask=lay.segment_mask(seg), col=col, count=n, gb=gbase,
-                                acc=vi * t.rows_per_pass + a))
+                seq.append(self._mac(lay.segment_mask(seg), col, n, gbase, vi * t.rows_per_pass + a))
                 if pending_gb and overlap:
-                    seq.append(pending_gb.pop(0))
+                    seq.append(pending_gb.popleft())
                 if prefetch_act is not None:
                     prefetch_wait -= n
                     if prefetch_wait <= 0:
