@@ -89,12 +89,16 @@ class Instruction:
                 f"{self.op} takes {len(spec.fields)} fields ({', '.join(spec.field_names)}), "
                 f"got {len(args)}"
             )
-        for k, (v, limit) in enumerate(zip(args, limits)):
+        for v, limit in zip(args, limits):
             if not 0 <= v < limit:
-                f = _BY_MNEMONIC[self.op].fields[k]
-                raise ValueError(f"{self.op}.{f.name} = {v} does not fit in {f.bits} bits")
+                self._field_overflow()
         if self.cycle is not None and not 0 <= self.cycle < _MAX_CYCLE:
             raise ValueError(f"{self.op}: issue cycle {self.cycle} out of range")
+
+    def _field_overflow(self) -> None:
+        for f, v in zip(_BY_MNEMONIC[self.op].fields, self.args):
+            if not 0 <= v < 1 << f.bits:
+                raise ValueError(f"{self.op}.{f.name} = {v} does not fit in {f.bits} bits")
 
     @property
     def spec(self) -> OpSpec:

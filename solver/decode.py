@@ -274,7 +274,7 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, p
 
     order = sorted(placed.values(), key=lambda p: (p.start, job_pos[job_of_task[p.task]], p.task))
     for pt in order:
-        shared: dict[int, tuple[int, list[Instruction]]] = {}
+        shared: dict[int, tuple[int, list[Instruction], list[Instruction]]] = {}  # (start, commands, stamped)
         if pt.resource == HOST:
             chans = [-1]
         else:
@@ -294,13 +294,14 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, p
             start = pt.start
             prev = shared.get(id(rel)) if ch != -1 else None
             if prev is not None and prev[0] == start and len(prev[1]) == len(seq):
-                # lockstep channels share identical stamped instructions (most MAC/ACT/PRE)
-                body.extend([p if (p.op is ins.op and p.args == ins.args) else ins.at(start + r)
-                             for p, ins, r in zip(prev[1], seq, rel)])
+                # lockstep channels share identical stamped instructions (most MAC/ACT/PRE; the
+                # emitters hand the same objects to every channel)
+                body.extend([p if (u is ins or (p.op is ins.op and p.args == ins.args)) else ins.at(start + r)
+                             for u, p, ins, r in zip(prev[1], prev[2], seq, rel)])
             else:
                 stamped = [ins.at(start + r) for ins, r in zip(seq, rel)]
                 if ch != -1:
-                    shared[id(rel)] = (start, stamped)
+                    shared[id(rel)] = (start, seq, stamped)
                 body.extend(stamped)
             if succs_cross[pt.task]:
                 body.append(make("SIG", id=sig(pt.task, ch)))

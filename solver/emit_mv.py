@@ -15,6 +15,7 @@ overlaps.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from math import ceil
 
 from hwmodel import Hardware
@@ -25,19 +26,46 @@ from .symbols import Symbols, staging
 from .tiling import channel_signature
 
 
+class _Interned:
+    """Instructions of one kind, built once per distinct field values: row commands and MACs
+    recur across passes, chunks and channels."""
+
+    def __init__(self, op: str, *fields: str):
+        self.op, self.fields = op, fields
+        self._built: dict[tuple[int, ...], Instruction] = {}
+
+    def __call__(self, *values: int) -> Instruction:
+        ins = self._built.get(values)
+        if ins is None:
+            ins = self._built[values] = make(self.op, **dict(zip(self.fields, values)))
+        return ins
+
+
+@dataclass(frozen=True)
+class _Template:
+    """The commands of the first channel emitted for a row distribution, and where its data
+    commands sit."""
+
+    channel: int  # index in the tiling's channels
+    matrices: tuple[int, ...]  # per slot: whose vectors the WRGBs write
+    commands: list[Instruction]
+    gb_writes: list[int]  # positions of the WRGBs
+    readouts: list[int]  # positions of the RDACCs
+
+
 class MVEmitter:
     def __init__(self, hw: Hardware, layout: Layout, symbols: Symbols, style: str = "overlap"):
         self.hw, self.lay, self.t, self.sym = hw, layout, layout.t, symbols
         self.style = style
         self.bpp = hw.pim.banks_per_pu
         self.epb = hw.elements_per_burst
-        for out in self.t.shape.outputs:
-            symbols.id(staging(out))
+        self._staging = {out: symbols.id(staging(out)) for out in self.t.shape.outputs}  # RDACC destinations
         self.vec_sym = symbols.id(self.t.shape.vector)
         self._wrgb_cache: dict[tuple[int, int, int, int], tuple[Instruction, ...]] = {}
-        self._macs: dict[tuple[int, int, int, int, int], Instruction] = {}
-        # per channel signature and base row: (commands, positions of the data commands)
-        self._templates: dict[tuple, tuple[list[Instruction], list[int]]] = {}
+        self._mac = _Interned("MAC", "mask", "col", "count", "gb", "acc")
+        self._act = _Interned("ACT", "mask", "row")
+        self._pre = _Interned("PRE", "mask")
+        self._templates: dict[tuple, _Template] = {}  # per channel signature and base row
         shape = self.t.shape
         self._part_edges = sorted({e for p in shape.parts for e in (p.row0, p.row0 + p.rows)})
 
@@ -96,22 +124,20 @@ class MVEmitter:
                 for a0, a1 in runs:
                     tensor, offset = sh.output_at(m, v, pr0 + a0)
                     out.append(make("RDACC", bank=bank, acc=vi * t.rows_per_pass + a0, count=a1 - a0,
-                                    dst=self.sym.id(staging(tensor)), offset=offset, stride=1))
+                                    dst=self._staging_id(tensor), offset=offset, stride=1))
         return out
+
+    def _staging_id(self, tensor: str) -> int:
+        i = self._staging.get(tensor)
+        if i is None:
+            i = self._staging[tensor] = self.sym.id(staging(tensor))
+        return i
 
     def _part_runs(self, r0: int, n: int) -> list[tuple[int, int]]:
         """Rows r0 .. r0+n-1 cut where one fused part ends and the next begins: [(a0, a1), ...]
         relative to r0."""
         edges = [0, *(e - r0 for e in self._part_edges if r0 < e < r0 + n), n]
         return list(zip(edges, edges[1:]))
-
-    def _mac(self, mask: int, col: int, count: int, gb: int, acc: int) -> Instruction:
-        """MAC instructions recur across passes, chunks and channels: built once per emitter."""
-        key = (mask, col, count, gb, acc)
-        ins = self._macs.get(key)
-        if ins is None:
-            ins = self._macs[key] = make("MAC", mask=mask, col=col, count=count, gb=gb, acc=acc)
-        return ins
 
     def _plan(self):
         """Steps, the run access order (step, row-in-pass, segment, col, bursts) and, for every
@@ -148,32 +174,50 @@ class MVEmitter:
         template = self._templates.get(sig)
         if template is None:
             seq = self._emit(ci)
-            self._templates[sig] = (seq, [i for i, ins in enumerate(seq) if ins.op in ("WRGB", "RDACC")])
+            self._templates[sig] = _Template(ci, self._slot_matrices(ci), seq,
+                                             [i for i, ins in enumerate(seq) if ins.op == "WRGB"],
+                                             [i for i, ins in enumerate(seq) if ins.op == "RDACC"])
             return seq
-        commands, slots = template
-        seq = list(commands)
-        for pos, ins in zip(slots, self._data(ci, commands, slots)):
+        seq = list(template.commands)
+        if ci == template.channel:
+            return seq
+        if self._slot_matrices(ci) != template.matrices:  # other vectors in the global buffer
+            for pos, ins in zip(template.gb_writes, self._gb_sequence(ci)):
+                seq[pos] = ins
+        for pos, ins in zip(template.readouts, self._readout_sequence(ci)):
             seq[pos] = ins
         return seq
 
-    def _data(self, ci: int, commands: list[Instruction], slots: list[int]) -> list[Instruction]:
-        """The channel's WRGB and RDACC instructions in the order `_emit` places them in
-        `commands` (at `slots`)."""
+    def _slot_matrices(self, ci: int) -> tuple[int, ...]:
+        """The matrix whose vectors each slot of the channel broadcasts (what its WRGBs write)."""
         t = self.t
-        steps, _, _ = self._plan()
-        overlap = self.style == "overlap" and t.double_buffer
-        wr: list[Instruction] = []
-        rd: list[Instruction] = []
-        prev = None
-        for i, (slot, p, g, c) in enumerate(steps):
-            wr.extend(self._wrgb(ci, slot, g, c, i % 2 if overlap else 0))
-            if prev is not None and prev != (slot, p, g):
-                rd.extend(self._rdacc(ci, *prev))
-            prev = (slot, p, g)
-        if prev is not None:
-            rd.extend(self._rdacc(ci, *prev))
-        w, r = iter(wr), iter(rd)
-        return [next(w) if commands[pos].op == "WRGB" else next(r) for pos in slots]
+        fill = next(s for s in t.slots[0] if s is not None)
+        return tuple((sl or fill).matrix for sl in t.slots[ci])
+
+    def _gb_sequence(self, ci: int) -> list[Instruction]:
+        """The channel's WRGB instructions in the order `_emit` places them."""
+        steps = self._plan()[0]
+        overlap = self.style == "overlap" and self.t.double_buffer
+        out: list[Instruction] = []
+        for i, (slot, _p, g, c) in enumerate(steps):
+            out.extend(self._wrgb(ci, slot, g, c, i % 2 if overlap else 0))
+        return out
+
+    def _readout_sequence(self, ci: int) -> list[Instruction]:
+        """The channel's RDACC instructions in the order `_emit` places them: after each
+        (slot, pass, vector group)."""
+        out: list[Instruction] = []
+        for slot, p, g in self._readout_points():
+            out.extend(self._rdacc(ci, slot, p, g))
+        return out
+
+    def _readout_points(self) -> list[tuple[int, int, int]]:
+        steps = self._plan()[0]
+        points: list[tuple[int, int, int]] = []
+        for slot, p, g, _c in steps:
+            if not points or points[-1] != (slot, p, g):
+                points.append((slot, p, g))
+        return points
 
     def _emit(self, ci: int) -> list[Instruction]:
         t, lay, hw = self.t, self.lay, self.hw
@@ -196,8 +240,8 @@ class MVEmitter:
             if cur == seg:
                 return
             if cur is not None:
-                seq.append(make("PRE", mask=lay.segment_mask(cur)))
-            seq.append(make("ACT", mask=lay.segment_mask(seg), row=lay.row(ch, seg)))
+                seq.append(self._pre(lay.segment_mask(cur)))
+            seq.append(self._act(lay.segment_mask(seg), lay.row(ch, seg)))
             open_rows[sel] = seg
 
         prev_step = None
@@ -241,7 +285,7 @@ class MVEmitter:
             if not overlap:
                 # closed-page policy: precharge as soon as the row's last run has been read
                 if idx + 1 == len(access) or access[idx + 1][2] != seg:
-                    seq.append(make("PRE", mask=lay.segment_mask(seg)))
+                    seq.append(self._pre(lay.segment_mask(seg)))
                     open_rows.pop(lay.sel(seg), None)
                 continue
             # first access of a segment: prepare the next distinct segment in the other bank set
@@ -251,8 +295,8 @@ class MVEmitter:
                 if sel != lay.sel(seg) and open_rows.get(sel) != ns:
                     cur = open_rows.get(sel)
                     if cur is not None:
-                        seq.append(make("PRE", mask=lay.segment_mask(cur)))
-                    prefetch_act = make("ACT", mask=lay.segment_mask(ns), row=lay.row(ch, ns))
+                        seq.append(self._pre(lay.segment_mask(cur)))
+                    prefetch_act = self._act(lay.segment_mask(ns), lay.row(ch, ns))
                     prefetch_seg = ns
                     prefetch_wait = trp_bursts
                     open_rows[sel] = ns
@@ -263,6 +307,6 @@ class MVEmitter:
             ps, pp, pg, _pc = steps[prev_step]
             seq.extend(self._rdacc(ci, ps, pp, pg))
         for sel, seg in sorted(open_rows.items()):
-            seq.append(make("PRE", mask=lay.segment_mask(seg)))
+            seq.append(self._pre(lay.segment_mask(seg)))
         return seq
 

@@ -10,6 +10,7 @@ other one is precharged and activated), so segment i lives in bank `pu*bpp + i %
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from math import ceil
 
 from hwmodel import Hardware
@@ -71,11 +72,11 @@ class Layout:
     def row(self, channel: int, seg: int) -> int:
         return self.base_rows[channel] + self.rel_row(seg)
 
-    @property
+    @cached_property
     def segments(self) -> int:
         return ceil(self.runs * self.t.chunk_bursts / self.columns)
 
-    @property
+    @cached_property
     def rows_per_bank(self) -> int:
         return ceil(self.segments / self.bpp)
 
