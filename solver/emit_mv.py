@@ -86,13 +86,18 @@ class MVEmitter:
     def _wrgb(self, ci: int, slot: int, g: int, c: int, half: int) -> tuple[Instruction, ...]:
         """GB writes for chunk c of the vectors of group g (one burst per instruction); channels
         that broadcast the same vectors share them."""
-        t = self.t
-        sl = t.slots[ci][slot] or next(s for s in t.slots[0] if s is not None)
-        key = (sl.matrix, g, c, half)
+        matrix = self._slot_matrix(ci, slot)
+        key = (matrix, g, c, half)
         writes = self._wrgb_cache.get(key)
         if writes is None:
-            writes = self._wrgb_cache[key] = self._gb_writes(sl.matrix, g, c, half)
+            writes = self._wrgb_cache[key] = self._gb_writes(matrix, g, c, half)
         return writes
+
+    def _slot_matrix(self, ci: int, slot: int) -> int:
+        """The matrix whose vectors the slot broadcasts (a padding slot: channel 0's first)."""
+        t = self.t
+        sl = t.slots[ci][slot] or next(s for s in t.slots[0] if s is not None)
+        return sl.matrix
 
     def _gb_writes(self, matrix: int, g: int, c: int, half: int) -> tuple[Instruction, ...]:
         t, sh = self.t, self.t.shape
@@ -189,10 +194,8 @@ class MVEmitter:
         return seq
 
     def _slot_matrices(self, ci: int) -> tuple[int, ...]:
-        """The matrix whose vectors each slot of the channel broadcasts (what its WRGBs write)."""
-        t = self.t
-        fill = next(s for s in t.slots[0] if s is not None)
-        return tuple((sl or fill).matrix for sl in t.slots[ci])
+        """Per slot of the channel: whose vectors its WRGBs write."""
+        return tuple(self._slot_matrix(ci, slot) for slot in range(self.t.slot_count))
 
     def _gb_sequence(self, ci: int) -> list[Instruction]:
         """The channel's WRGB instructions in the order `_emit` places them."""
