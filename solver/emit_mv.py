@@ -5,8 +5,11 @@ The order is what makes it fast; the simulator's earliest-legal-cycle issue make
 - ping-pong: while the units read one DRAM row (segment) in one bank of each pair, the other
   bank is precharged and activated for the next segment (PRE right after the segment's first
   MAC, ACT once tRP has passed in MAC time);
-- double-buffered global buffer: the next chunk's WRGB bursts are interleaved one by one
-  between the MAC sweeps of the current chunk;
+- double-buffered global buffer: the next chunk's WRGB bursts are spread over the MAC bursts
+  of the current chunk (at least one after each MAC instruction; when a chunk has more bursts to
+  load than MAC instructions, the MACs are split into shorter runs so the loads go in between -
+  a tiling alternative, `Tiling.split_macs`, that lowering times and keeps only where faster),
+  and the cycles a unit waits anyway after an ACT (tRCDRD) carry loads too;
 - accumulators read out (RDACC) per unit at the end of each pass.
 `style="naive"` (vendor-library style): the whole chunk is written to the global buffer before
 its MACs, each DRAM row is activated only when needed and precharged right after use, nothing
@@ -237,15 +240,20 @@ class MVEmitter:
 
         ch = t.channels[ci]
 
-        def open_segment(seg: int) -> None:
+        def open_segment(seg: int) -> bool:
+            """PRE/ACT so that `seg` is open; True if an ACT was emitted."""
             sel = lay.sel(seg)
             cur = open_rows.get(sel)
             if cur == seg:
-                return
+                return False
             if cur is not None:
                 seq.append(self._pre(lay.segment_mask(cur)))
             seq.append(self._act(lay.segment_mask(seg), lay.row(ch, seg)))
             open_rows[sel] = seg
+            return True
+
+        loads = _LoadSpreader(seq, lambda: pending_gb, self._mac, t.split_macs)
+        act_loads = max(0, hw.timing.p("tRCDRD") // max(hw.link_cycles, hw.timing.p("tCCD_S")) - 1)
 
         prev_step = None
         step_of_access = 0
@@ -269,17 +277,23 @@ class MVEmitter:
                 if overlap and t.double_buffer and si + 1 < len(steps):
                     ns, npp, ng, nc = steps[si + 1]
                     pending_gb = deque(self._wrgb(ci, ns, ng, nc, (step_of_access + 1) % 2))
+                    macs = t.pass_rows(p) * len(self._group_vectors(g))
+                    loads.start_step(macs, macs * t.chunk_len(c))
                 step_of_access += 1
                 prev_step = si
             if prefetch_act is not None and seg == prefetch_seg:
                 seq.append(prefetch_act)  # not yet issued: issue now, before its first MAC
                 prefetch_act = None
-            open_segment(seg)
+            if open_segment(seg) and overlap and pending_gb:
+                # the unit waits tRCDRD for its row anyway: the bus carries loads meanwhile
+                loads.emit(act_loads)
             for vi, _v in enumerate(self._group_vectors(g)):
                 gbase = (half * (hw.gb_bursts // 2) if (t.double_buffer and overlap) else 0) + vi * t.chunk_bursts
-                seq.append(self._mac(lay.segment_mask(seg), col, n, gbase, vi * t.rows_per_pass + a))
+                mask, acc = lay.segment_mask(seg), vi * t.rows_per_pass + a
                 if pending_gb and overlap:
-                    seq.append(pending_gb.popleft())
+                    loads.interleave(mask, col, n, gbase, acc)
+                else:
+                    seq.append(self._mac(mask, col, n, gbase, acc))
                 if prefetch_act is not None:
                     prefetch_wait -= n
                     if prefetch_wait <= 0:
@@ -313,3 +327,37 @@ class MVEmitter:
             seq.append(self._pre(lay.segment_mask(seg)))
         return seq
 
+
+class _LoadSpreader:
+    """Spreads the next chunk's global-buffer loads (pending WRGBs) over the current chunk's MACs.
+
+    One load follows each MAC instruction while any is pending. When the step has more loads than
+    MAC instructions (and the tiling allows splitting), that is not enough: then after MAC bursts
+    `done` of the step's `bursts`, at least ceil(loads * done / bursts) loads have been emitted,
+    and a MAC that must carry more than one load is split into shorter runs (same accumulator,
+    consecutive columns and buffer bursts) with the loads in between."""
+
+    def __init__(self, seq: list[Instruction], pending, mac, may_split: bool):
+        self.seq, self.pending, self.mac, self.may_split = seq, pending, mac, may_split
+        self.loads = self.bursts = self.done = self.emitted = 0
+        self.split = False
+
+    def start_step(self, macs: int, bursts: int) -> None:
+        self.loads, self.bursts, self.done, self.emitted = len(self.pending()), max(1, bursts), 0, 0
+        self.split = self.may_split and self.loads > macs
+
+    def emit(self, k: int) -> None:
+        pending = self.pending()
+        for _ in range(min(k, len(pending))):
+            self.seq.append(pending.popleft())
+            self.emitted += 1
+
+    def interleave(self, mask: int, col: int, n: int, gb: int, acc: int) -> None:
+        self.done += n
+        due = -(-self.loads * min(self.done, self.bursts) // self.bursts) if self.split else 0
+        q = min(len(self.pending()), max(1, due - self.emitted))
+        pieces = min(n, q)
+        for i in range(pieces):
+            a, b = n * i // pieces, n * (i + 1) // pieces
+            self.seq.append(self.mac(mask, col + a, b - a, gb + a, acc))
+            self.emit(q * (i + 1) // pieces - q * i // pieces)

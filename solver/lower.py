@@ -13,7 +13,7 @@ cost one emission.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hwmodel import Hardware
 from ir import OpKind, Program
@@ -72,8 +72,11 @@ class Lowering:
     timings: dict[tuple, TaskTiming] = field(default_factory=dict)
     max_tail: int = 0  # max over timed tasks of duration - completion (quiet end after last data)
 
+    split_macs: dict[tuple, bool] = field(default_factory=dict)  # timed choice per (shape, channels, style)
+
     def tiling(self, shape: MVShape, channels: tuple[int, ...], style: str) -> Tiling:
-        return make_tiling(self.hw, shape, channels, double_buffer=(style == "overlap"))
+        split = self.split_macs.get((_signature(shape), len(channels), style), True)
+        return make_tiling(self.hw, shape, channels, double_buffer=(style == "overlap"), split_macs=split)
 
 
 def make_groups(hw: Hardware, count: int, capacity_rows: int) -> list[Group]:
@@ -116,12 +119,21 @@ class Lowerer:
             raise _TooBig(layout.rows_per_bank)
         key = (kind, _signature(shape), len(channels), style)
         if key not in self.lowering.timings:
-            sym = Symbols()
             if kind == "mv":
-                seq = MVEmitter(self.hw, layout, sym, style).emit(0)
+                # split MAC runs to carry global-buffer loads, or not: whichever is faster
+                split_key = (_signature(shape), len(channels), style)
+                best = None
+                for split in (True, False):
+                    lay = Layout(self.hw, replace(tiling, split_macs=split))
+                    tt = time_task(self.hw, MVEmitter(self.hw, lay, Symbols(), style).emit(0))
+                    if best is None or tt.duration < best[1].duration:
+                        best = (split, tt)
+                self.lowering.split_macs[split_key] = best[0]
+                layout = Layout(self.hw, self.lowering.tiling(shape, channels, style))
+                tt = best[1]
             else:
-                seq = emit_weight_read(self.hw, layout, sym, 0)
-            tt = self.lowering.timings[key] = time_task(self.hw, seq)
+                tt = time_task(self.hw, emit_weight_read(self.hw, layout, Symbols(), 0))
+            self.lowering.timings[key] = tt
             self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
         return self.lowering.timings[key], layout
 

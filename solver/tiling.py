@@ -37,6 +37,7 @@ class Tiling:
     elements_per_burst: int
     double_buffer: bool
     interleave: bool = True  # segments alternate between a unit's banks (see layout.py)
+    split_macs: bool = True  # MAC runs may be split to carry global-buffer loads (see emit_mv.py)
 
     @property
     def slot_count(self) -> int:
@@ -83,7 +84,7 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
 
 
 def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_buffer: bool = True,
-                interleave: bool | None = None) -> Tiling:
+                interleave: bool | None = None, split_macs: bool = True) -> Tiling:
     nch = len(channels)
     pus = hw.pus_per_channel
     m, rows = shape.matrices, shape.rows
@@ -112,7 +113,7 @@ def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_
     chunk = _largest_divisor_at_most(hw.organization.columns, max(1, min(half // vg, k_bursts)))
     rows_per_pass = max(1, min(rows_per_pu, hw.pim.acc_registers // vg))
     return Tiling(shape, tuple(channels), tuple(tuple(s) for s in slots), rows_per_pu, pus, vg, rows_per_pass,
-                  chunk, epb, double_buffer, double_buffer if interleave is None else interleave)
+                  chunk, epb, double_buffer, double_buffer if interleave is None else interleave, split_macs)
 
 
 def channel_signature(t: Tiling, ci: int) -> tuple:
