@@ -1,10 +1,12 @@
 """Solver-free lower bounds on the makespan of a decode step.
 
 - Bandwidth: every burst of a resident matrix must pass through a PIM unit once per input
-  vector (one MAC each), or over the link once (host dispatch). Spread perfectly over all
-  units and channels, and with refresh taking tRFC of every tREFI cycles on every channel:
-  T >= W + tRFC * floor(T / tREFI), W = sum over ops of the cheaper of the two. With one bank
-  per unit, every DRAM row change also costs tRTP + tRP + tRCD that no MAC can hide.
+  vector (one MAC each), or over the link once and through the host matrix unit (host
+  dispatch of a GEMV). Spread perfectly over all units and channels, and with refresh taking
+  tRFC of every tREFI cycles on every channel: T >= W + tRFC * floor(T / tREFI) with W the
+  channel work, and T >= the host's GEMM cycles; the split between the two is relaxed to
+  fractions of ops (a fractional knapsack), which keeps the bound valid. With one bank per
+  unit, every DRAM row change also costs tRTP + tRP + tRCD that no MAC can hide.
 - Critical path: the longest chain of jobs, each at the shortest duration any of its modes
   allows (including the sync between streams), from the lowered problem's exact durations.
 """
@@ -15,6 +17,7 @@ from math import ceil
 
 from hwmodel import Hardware
 from ir import Program
+from sim.host import host_op_cycles
 
 from .mvshape import mv_shape
 from .problem import HOST, Refresh, SchedulingProblem
@@ -39,28 +42,66 @@ def row_switch_cycles(hw: Hardware) -> int:
     return max(0, t.p("tRTP") + t.p("tRP") + t.p("tRCDRD") - hw.mac_interval)
 
 
-def streaming_cycles(hw: Hardware, program: Program) -> int:
-    epb = hw.elements_per_burst
+@dataclass(frozen=True)
+class OpWork:
+    """Cycles one op costs: on every channel if it runs in memory (`pim`, row changes included),
+    or on every channel's link plus the host matrix unit if the host runs it (`link`, `host`;
+    `host` is None when the op has no host alternative)."""
+
+    pim: float
+    link: float
+    host: float | None
+
+
+def op_work(hw: Hardware, program: Program) -> list[OpWork]:
     pus, chans = hw.total_pus, hw.organization.channels
     switch = row_switch_cycles(hw) if hw.pim.banks_per_pu == 1 else 0
     # reads to the host: one burst per tLINK on a channel, and per tCCD_S within one rank
     read_spacing = max(hw.link_cycles, hw.timing.p("tCCD_S") if hw.organization.ranks == 1 else 0)
-    total = 0.0
-    rows_per_unit = 0.0
-    for op in program.ops:
+    out = []
+    for i, op in enumerate(program.ops):
         if not op.pim_capable:
             continue
         sh = mv_shape(program, op.name)
-        bursts = sh.matrices * sh.rows * ceil(sh.k / epb)
-        pim = bursts * sh.vectors / pus * hw.mac_interval
-        link = bursts / chans * read_spacing if op.kind.value == "gemv" else pim
-        if pim <= link:
-            rows_per_unit += bursts / pus / hw.organization.columns
-        total += min(pim, link)
-    # every unit reads at least its share of rows, each a full row at best; all units switch
-    # rows together (all-bank commands), one row change fewer than rows
-    total += max(0.0, rows_per_unit - 1) * switch
-    return ceil(total)
+        bursts = sh.matrices * sh.rows * ceil(sh.k / hw.elements_per_burst)
+        rows_per_unit = bursts / pus / hw.organization.columns
+        pim = bursts * sh.vectors / pus * hw.mac_interval + max(0.0, rows_per_unit - 1) * switch
+        if op.kind.value == "gemv":
+            out.append(OpWork(pim, bursts / chans * read_spacing, float(host_op_cycles(hw, program, i))))
+        else:
+            out.append(OpWork(pim, pim, None))
+    return out
+
+
+def channel_work_after_offload(work: list[OpWork], host_budget: float) -> float:
+    """Least channel work when ops (or fractions of them) move to the host within `host_budget`
+    host cycles: the fractional knapsack, best channel cycles saved per host cycle first."""
+    total = sum(w.pim for w in work)
+    movable = sorted((w for w in work if w.host is not None and w.link < w.pim),
+                     key=lambda w: (w.pim - w.link) / max(w.host, 1e-9), reverse=True)
+    for w in movable:
+        if host_budget <= 0:
+            break
+        share = min(1.0, host_budget / max(w.host, 1e-9))
+        total -= share * (w.pim - w.link)
+        host_budget -= share * w.host
+    return total
+
+
+def streaming_cycles(hw: Hardware, program: Program) -> tuple[int, int]:
+    """(channel work, makespan bound with refresh) at the best split of the GEMVs between the
+    units and the host (fractional, so a valid relaxation): T >= refresh-stretched channel work
+    and T >= the host matrix unit's share."""
+    work = op_work(hw, program)
+    all_pim = ceil(sum(w.pim for w in work))
+    lo, hi = 0, with_refresh(hw, all_pim)
+    while lo < hi:  # smallest T such that the channel work left with a host budget of T fits in T
+        mid = (lo + hi) // 2
+        if with_refresh(hw, ceil(channel_work_after_offload(work, mid) - 1e-6)) <= mid:
+            hi = mid
+        else:
+            lo = mid + 1
+    return ceil(channel_work_after_offload(work, lo) - 1e-6), lo
 
 
 def with_refresh(hw: Hardware, work: int) -> int:
@@ -117,6 +158,6 @@ def _job_length(problem: SchedulingProblem, job) -> int:
 
 def lower_bounds(hw: Hardware, program: Program, problem: SchedulingProblem | None = None,
                  *others: SchedulingProblem) -> Bounds:
-    work = streaming_cycles(hw, program)
+    work, stretched = streaming_cycles(hw, program)
     cp = critical_path(problem, *others) if problem is not None else 0
-    return Bounds(work, with_refresh(hw, work), cp)
+    return Bounds(work, stretched, cp)

@@ -1,0 +1,37 @@
+"""The solver-free bandwidth bound: hand figures, and the host-offload relaxation."""
+from __future__ import annotations
+
+import ir
+from hwmodel import load_hardware
+from solver.bounds import channel_work_after_offload, op_work, streaming_cycles, with_refresh
+
+
+def _gemv(batch: int):
+    return ir.gemv_program(4096, 4096, batch=batch)
+
+
+def test_gemv_b1_hbm2_is_the_published_bandwidth_bound():
+    hw = load_hardware("hbm2-pim", ["organization.channels=64"])
+    # 32 MiB / 64 channels / 8 units / 32 B per 4 cycles; refresh 350 of every 3,900 cycles
+    assert streaming_cycles(hw, _gemv(1)) == (8192, 8892)
+
+
+def test_host_offload_counts_the_host_matrix_unit():
+    hw = load_hardware("hbm2-pim", ["organization.channels=64"])
+    (w,) = op_work(hw, _gemv(16))
+    assert w.pim == 131072            # 16 vectors x 8,192
+    assert w.link == 32768            # the matrix once over the link: 16,384 bursts x tLINK 2
+    assert w.host == 200 + 4096 * 4096 * 16 // 512  # dispatch + GEMM on the host
+    assert channel_work_after_offload([w], 0) == w.pim
+    assert channel_work_after_offload([w], 10**9) == w.link
+    work, bound = streaming_cycles(hw, _gemv(16))
+    # the smallest T at which the host's share (T host cycles) leaves channel work that fits in T
+    assert with_refresh(hw, work) <= bound
+    assert with_refresh(hw, round(channel_work_after_offload([w], bound - 1))) > bound - 1
+    assert 32768 < work < 131072 and bound < with_refresh(hw, 131072)
+
+
+def test_attention_has_no_host_alternative():
+    hw = load_hardware("hbm2-pim", ["organization.channels=8"])
+    prog = ir.attention_program(heads=2, kv_heads=2, head_dim=16, context=31)
+    assert all(w.host is None and w.link == w.pim for w in op_work(hw, prog))
