@@ -118,10 +118,17 @@ def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_
 
 def channel_signature(t: Tiling, ci: int) -> tuple:
     """Channels with equal signatures run structurally identical command sequences (same
-    commands, counts and stamps; only data addresses differ)."""
+    commands, counts and stamps; only data addresses differ): per slot and unit, the rows it
+    holds and where fused parts cut them (each cut is one more accumulator read-out)."""
+    edges = sorted({e for p in t.shape.parts for e in (p.row0, p.row0 + p.rows)})
     out = []
     for slot in range(t.slot_count):
         for pu in range(t.pus):
             held = t.pu_rows(ci, slot, pu)
-            out.append(0 if held is None else held[2] - held[1])
+            if held is None:
+                out.append(0)
+                continue
+            _, r0, r1 = held
+            cuts = tuple(e - r0 for e in edges if r0 < e < r1)
+            out.append((r1 - r0, cuts) if cuts else r1 - r0)
     return tuple(out)

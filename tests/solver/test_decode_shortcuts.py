@@ -17,13 +17,25 @@ from solver.decode import _TIMED_FIELDS
 from solver.emit_mv import MVEmitter
 from solver.kv_emit import emit_kv_append
 from solver.layout import Layout
-from solver.mvshape import mv_shape
+from solver.mvshape import fused_shape, mv_shape
 from solver.symbols import Symbols
 from solver.task_timing import time_task
 from solver.tiling import make_tiling
 
+def _qkv(n: int = 24, k: int = 64):
+    """Three GEMVs that share their input, fused: part boundaries fall inside some units' rows."""
+    x = ir.Tensor(name="x", shape=(1, k), dtype="fp16", role="activation")
+    ts, ops = [x], []
+    for name in ("q", "k", "v"):
+        ts += [ir.Tensor(name=f"{name}.weight", shape=(n, k), dtype="fp16", role="weight"),
+               ir.Tensor(name=f"{name}.out", shape=(1, n), dtype="fp16", role="activation")]
+        ops.append(ir.Op(name=name, kind="gemv", inputs=["x", f"{name}.weight"], outputs=[f"{name}.out"]))
+    return ir.Program(name="qkv", tensors=ts, ops=ops, inputs=["x"], outputs=["q.out", "k.out", "v.out"])
+
+
 CASES = [
     ("gemv", ir.gemv_program(100, 80), "gemv", (0, 1, 2)),  # padding: channels hold fewer rows
+    ("fused-qkv", _qkv(), ("q", "k", "v"), (0, 1)),
     ("gemv-b3", ir.gemv_program(64, 256, batch=3), "gemv", (0, 1)),
     ("scores", ir.attention_program(4, 2, 16, 15), "scores", (0, 1, 2)),
     ("context", ir.attention_program(4, 2, 16, 15), "context", (0, 1)),
@@ -34,7 +46,8 @@ CASES = [
 @pytest.mark.parametrize("name,program,op,channels", CASES, ids=[c[0] for c in CASES])
 def test_template_channels_equal_channels_emitted_alone(name, program, op, channels, style):
     hw = load_hardware("fpga-proto")
-    t = make_tiling(hw, mv_shape(program, op), channels, interleave=style == "overlap")
+    shape = fused_shape(program, list(op), "qkv") if isinstance(op, tuple) else mv_shape(program, op)
+    t = make_tiling(hw, shape, channels, interleave=style == "overlap")
     lay = Layout(hw, t, {c: 5 for c in channels})
     shared = MVEmitter(hw, lay, Symbols(), style)
     for ci in range(len(channels)):
