@@ -9,6 +9,7 @@ Costs, in memory-clock cycles (all integers):
     - every other op: work = elements read + elements written, counting activation tensors only
       (weights, norm parameters and kv caches are not counted), rate = ``vector_elements_per_cycle``.
   A HOP with ``chain=1`` is fused with the HOP before it (one kernel launch): no dispatch cost.
+  Likewise an EPI with ``chain=1`` (the epilogues of a fused group of GEMVs, one launch).
 * ``epilogue_cycles(hw, program, i)`` - epilogue of a PIM-dispatched op (EPI):
   ``dispatch_cycles + ceil(output elements / vector_elements_per_cycle)``.
 
@@ -67,6 +68,12 @@ def chain_cycles(hw: Hardware, program, op_indices) -> list[int]:
     return [host_op_cycles(hw, program, i) - (hw.host.dispatch_cycles if k else 0) for k, i in enumerate(op_indices)]
 
 
+def epilogue_chain_cycles(hw: Hardware, program, op_indices) -> list[int]:
+    """Busy cycles of each epilogue of a fused group run as one launch (EPI, then EPIs with
+    chain=1): only the first pays ``dispatch_cycles``."""
+    return [epilogue_cycles(hw, program, i) - (hw.host.dispatch_cycles if k else 0) for k, i in enumerate(op_indices)]
+
+
 def epilogue_cycles(hw: Hardware, program, op_index: int) -> int:
     """Cycles of the epilogue (EPI) of PIM-dispatched op ``program.ops[op_index]``."""
     op = program.ops[op_index]
@@ -93,7 +100,7 @@ class HostRunner:
         self._cost: dict[tuple[int, int], int] = {}
 
     def _duration(self, kind: int, op_index: int, i: int) -> int:
-        chained = kind == OP_HOP and self.stream[i].get("chain") == 1
+        chained = self.stream[i].get("chain") == 1
         key = (kind, op_index, chained)
         if key not in self._cost:
             ins = self.stream[i]
@@ -108,7 +115,7 @@ class HostRunner:
                                       f"({self.program.ops[op_index].kind.value}): only gemv/attn_score/"
                                       "attn_context run in memory", stream="host", instr=i, instruction=ins)
             fn = host_op_cycles if kind == OP_HOP else epilogue_cycles
-            # a HOP chained to the one before it is part of the same kernel launch
+            # a HOP (EPI) chained to the one before it is part of the same kernel launch
             self._cost[key] = fn(self.hw, self.program, op_index) - (self.hw.host.dispatch_cycles if chained else 0)
         return self._cost[key]
 

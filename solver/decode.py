@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from hwmodel.isa import ISA, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
-from sim.host import chain_cycles
+from sim.host import chain_cycles, epilogue_chain_cycles
 
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
@@ -108,9 +108,11 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     if kind in ("EPI", "HOP"):
         ins = make(kind, op=op_index[what])
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration
-    if kind == "HOPS":  # a fused host chain: one launch, the later ops chained to the first
-        seq = [make("HOP", op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
-        busy = chain_cycles(hw, program, [op_index[o] for o in what])
+    if kind in ("HOPS", "EPIS"):  # one launch, the later ops chained to the first
+        single = "HOP" if kind == "HOPS" else "EPI"
+        seq = [make(single, op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
+        cost = chain_cycles if kind == "HOPS" else epilogue_chain_cycles
+        busy = cost(hw, program, [op_index[o] for o in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
         return {-1: (lambda: seq, rel)}, task.duration, task.duration
     pl, lay = tilings[what], layouts[what]

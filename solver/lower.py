@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from hwmodel import Hardware
 from ir import OpKind, Program
-from sim.host import chain_cycles, epilogue_cycles, host_op_cycles
+from sim.host import chain_cycles, epilogue_chain_cycles, epilogue_cycles, host_op_cycles
 
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
@@ -57,7 +57,8 @@ class MVPayload:
 class ModePayload:
     """For the decoder: the MV tilings a mode lays out (rows allocated in this order) and what
     each task runs: ("mv", i) / ("append", i) / ("rd", i) on the i-th tiling's channels of the
-    task's group, or ("EPI", op) / ("HOP", op) on the host."""
+    task's group, or ("EPI", op) / ("HOP", op) on the host, or ("EPIS", ops) / ("HOPS", ops): one
+    kernel launch for several ops (the later ones chained)."""
 
     tilings: tuple[MVPayload, ...]
     roles: dict[str, tuple[str, object]]
@@ -157,7 +158,8 @@ class Lowerer:
     def _pim_modes(self, name: str, shape: MVShape, append: tuple[str, int] | None, tag_prefix: str = "pim",
                    subsets: str | None = None) -> list[Mode]:
         """PIM modes over every candidate group subset: per group one task (+ its KV append),
-        then the epilogues of the covered ops on the host, one after another."""
+        then the epilogues of the covered ops on the host, one after another (one kernel launch
+        when the mode covers a fused group)."""
         modes = []
         index = {op.name: i for i, op in enumerate(self.p.ops)}
         variants = [(subset, self.opt.style) for subset in group_subsets(self.groups, subsets or self.opt.subsets)]
@@ -176,7 +178,11 @@ class Lowerer:
                 self.too_big[name] = min(self.too_big.get(name, e.rows), e.rows)
                 continue  # this tiling does not fit a bank: not a candidate
             tasks, edges, inputs = [], [], []
-            epis = [Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op])) for op in shape.ops]
+            if len(shape.ops) > 1:  # a fused group's epilogues: one launch (EPI, then chained EPIs)
+                busy = epilogue_chain_cycles(self.hw, self.p, [index[op] for op in shape.ops])
+                epis = [Task(f"{name}/{tag}/epi", HOST, max(1, sum(busy)))]
+            else:
+                epis = [Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op])) for op in shape.ops]
             for g in gnames:
                 t = Task(f"{name}/{tag}/{g}", g, timing.duration)
                 if append is not None:
@@ -191,7 +197,10 @@ class Lowerer:
                 edges.append(Edge(a.name, b.name, 0))
             usage = {g: layout.rows_per_bank for g in gnames}
             roles = {t.name: ("append" if t.name.endswith("/append") else "mv", 0) for t in tasks}
-            roles.update({e.name: ("EPI", op) for e, op in zip(epis, shape.ops)})
+            if len(shape.ops) > 1:
+                roles[epis[0].name] = ("EPIS", tuple(shape.ops))
+            else:
+                roles[epis[0].name] = ("EPI", shape.ops[0])
             payload = ModePayload((MVPayload("mv", name, shape, gnames, channels, style, append),), roles)
             modes.append(Mode(tag, tuple(tasks) + tuple(epis), tuple(edges), tuple(inputs), epis[-1].name, usage,
                               payload))

@@ -28,6 +28,9 @@ def test_model_every_method_exact_correct_ordered(name):
     # host chains run as one launch: chained HOPs in the host stream
     host = res["greedy"].compiled.streams.host
     assert any(i.op == "HOP" and i.get("chain") == 1 for i in host)
+    # a fused GEMV group's epilogues run as one launch too: chained EPIs
+    if any(mode.startswith("fused") for mode in modes.values()):
+        assert any(i.op == "EPI" and i.get("chain") == 1 for i in host)
 
 
 def test_refresh_is_scheduled_exactly():

@@ -23,3 +23,22 @@ def test_llama_layer_fusion_candidates():
 def test_kernels_have_no_fusion():
     assert fusion_groups(ir.gemv_program(8, 16)) == {}
     assert host_chains(ir.attention_program(2, 2, 16, 3)) == {}
+
+
+def test_fused_group_epilogues_are_one_launch():
+    """The fused Q/K/V mode runs its three epilogues as one host task: one dispatch, the two
+    later epilogues chained (and the simulator charges the chained EPIs the same)."""
+    from hwmodel import load_hardware
+    from sim.host import epilogue_chain_cycles, epilogue_cycles
+    from solver.lower import LowerOptions, lower
+
+    hw = load_hardware("hbm2-pim", ["organization.channels=8"])
+    p = ir.build_decode_step(ir.PRESETS["tiny-llama"], batch=1, context=4, layers=1)
+    problem, _ = lower(hw, p, LowerOptions(groups=2))
+    qkv = next(j for j in problem.jobs if j.name.endswith("v_proj"))
+    idx = [i for i, o in enumerate(p.ops) if o.name.split(".")[-1] in ("q_proj", "k_proj", "v_proj")]
+    fused = next(m for m in qkv.modes if m.name.startswith("fused"))
+    epi = [t for t in fused.tasks if t.resource == "host"]
+    assert len(epi) == 1 and fused.payload.roles[epi[0].name][0] == "EPIS"
+    chained = epilogue_chain_cycles(hw, p, idx)
+    assert epi[0].duration == sum(chained) == sum(epilogue_cycles(hw, p, i) for i in idx) - 2 * hw.host.dispatch_cycles

@@ -11,4 +11,4 @@ PRE mask=0xFFFF
 @3900 REF
 SIG id=2
 HOP op=7 chain=0
-EPI op=8
+EPI op=8 chain=0
