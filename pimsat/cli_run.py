@@ -278,12 +278,14 @@ def demo(time_limit) -> None:
 @click.option("--tier", multiple=True, default=("fpga", "micro"), show_default=True)
 @click.option("--time-limit", type=float, default=30.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(), default=None)
-def bench(tier, time_limit, json_path) -> None:
-    """Run the benchmark tiers with all methods; print figures and ratios."""
+@click.option("--record", is_flag=True, help="write better cpsat makespans into bench/best_known.json")
+def bench(tier, time_limit, json_path, record) -> None:
+    """Run the benchmark tiers with all methods; print figures and ratios (non-zero exit on a
+    regression against bench/best_known.json)."""
     import runpy
     import sys
 
     root = Path(__file__).resolve().parent.parent / "bench" / "run_bench.py"
     sys.argv = [str(root), "--time-limit", str(time_limit)] + [a for t in tier for a in ("--tier", t)] + (
-        ["--json", json_path] if json_path else [])
+        ["--json", json_path] if json_path else []) + (["--record"] if record else [])
     runpy.run_path(str(root), run_name="__main__")
