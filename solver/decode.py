@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hwmodel.isa import ISA, Instruction, make
+from hwmodel.isa import ISA, ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
 from sim.host import chain_cycles, epilogue_chain_cycles
@@ -327,5 +327,5 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
                 channels[ch].append((at, 0, [make("REF", cycle=at)]))
     stream_channels = [[i for _, _, body in sorted(items, key=lambda x: (x[0], x[1])) for i in body] for items in channels]
     stream_host = [i for _, _, body in sorted(host, key=lambda x: (x[0], x[1])) for i in body]
-    streams = StreamSet(hw.name, "1.0", sym.names, stream_channels, stream_host, placements)
+    streams = StreamSet(hw.name, ISA_VERSION, sym.names, stream_channels, stream_host, placements)
     return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodel import Hardware
-from hwmodel.isa import Instruction
+from hwmodel.isa import ISA_VERSION, Instruction
 from hwmodel.model import COMMANDS
 from hwmodel.streams import StreamSet
 
@@ -68,7 +68,7 @@ def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
     if not instrs:
         return TaskTiming((), 0, 0)
     quiet_hw = _without_refresh(hw)
-    streams = StreamSet(hw.name, "1.0", [], [list(instrs)] + [[] for _ in range(hw.organization.channels - 1)], [])
+    streams = StreamSet(hw.name, ISA_VERSION, [], [list(instrs)] + [[] for _ in range(hw.organization.channels - 1)], [])
     res = sim.simulate(quiet_hw, streams, functional=False, record=True)
     times = res.channel_times[0]
     issue = tuple(int(x) for x in times.issue)

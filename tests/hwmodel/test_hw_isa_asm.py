@@ -96,3 +96,16 @@ def test_parse_errors(line, message):
         parse_stream(f"REF\n\n{line}\nREF\n", source="f.s")
     assert str(e.value).startswith(message), str(e.value)
     assert isinstance(e.value, ValueError)
+
+
+def test_isa_1_0_streams_still_read():
+    """1.1 only added EPI.chain (a bit that was zero in 1.0): a 1.0 binary decodes unchanged;
+    a newer minor version is refused."""
+    from hwmodel.isa_codec import decode_stream
+
+    blob = bytearray(encode_stream(small_stream()))
+    blob[6] = 0  # header minor version -> 1.0
+    assert decode_stream(bytes(blob)) == small_stream()
+    blob[6] = 99
+    with pytest.raises(ValueError, match="ISA version 1.99"):
+        decode_stream(bytes(blob))
