@@ -31,6 +31,7 @@ def figures(hw: Hardware) -> list[Figure]:
         Figure("aggregate internal bandwidth", internal_bpc * ghz, "GB/s"),
         Figure("aggregate internal bandwidth", internal_bpc, "B/cycle"),
         Figure("external bandwidth", external_bpc * ghz, "GB/s"),
+        Figure("link time per burst (tLINK)", hw.link_cycles, "cycles"),
         Figure("internal / external", internal_bpc / external_bpc, "x"),
         Figure("peak PIM MAC rate", macs_per_cycle * ghz * 2, "GFLOP/s"),
         Figure("host matrix rate", host.matrix_macs_per_cycle * ghz * 2, "GFLOP/s"),
