@@ -97,6 +97,27 @@ def functional_fits(program: ir.Program) -> bool:
     return program.weight_bytes() + program.kv_bytes() <= FUNCTIONAL_LIMIT_BYTES
 
 
+_LOWERED: dict[tuple, tuple] = {}  # the last instance's lowering: `compare` runs every method on it
+
+
+def _lower_both_styles(instance: Instance, hw: Hardware, program: ir.Program, groups: int):
+    """Both lowering styles and the solver-free bound. They do not depend on the method, so the
+    last instance's are kept: the methods of one `compare` row lower once (the largest layers
+    spend most of their time here, timing every candidate's commands)."""
+    key = (instance.model_dump_json(), hw.model_dump_json(), groups)
+    if key not in _LOWERED:
+        try:
+            lowered = {s: lower(hw, program, LowerOptions(groups=groups, style=s)) for s in ("overlap", "naive")}
+        except LoweringError as e:
+            raise InfeasibleError(str(e)) from None
+        # the solver-free bound does not depend on the method: every op at its fastest mode of
+        # either lowering style, on the dependency graph
+        bounds = lower_bounds(hw, program, lowered["overlap"][0], lowered["naive"][0])
+        _LOWERED.clear()
+        _LOWERED[key] = (lowered, bounds)
+    return _LOWERED[key]
+
+
 def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[str, ...] = (),
         preset: str | None = None) -> RunResult:
     import sim
@@ -107,14 +128,8 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
     hw = instance.build_hardware(hw_overrides, preset)
     style = "naive" if opts.method == "naive" else "overlap"
     _check_capacity(hw, program)
-    try:
-        lowered = {s: lower(hw, program, LowerOptions(groups=opts.groups, style=s)) for s in ("overlap", "naive")}
-    except LoweringError as e:
-        raise InfeasibleError(str(e)) from None
+    lowered, bounds = _lower_both_styles(instance, hw, program, opts.groups)
     problem, lowering = lowered[style]
-    # the solver-free bound does not depend on the method: every op at its fastest mode of
-    # either lowering style, on the dependency graph
-    bounds = lower_bounds(hw, program, lowered["overlap"][0], lowered["naive"][0])
     clock["lower"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
