@@ -231,7 +231,6 @@ class MVEmitter:
         seq: list[Instruction] = []
         open_rows: dict[int, int] = {}  # bank set (bank index within the unit) -> open segment
         steps, access, next_seg = self._plan()
-        pending_gb: deque[Instruction] = deque()
         prefetch_act: Instruction | None = None
         prefetch_seg = -1
         prefetch_wait = 0  # MAC bursts to issue before the prefetch ACT
@@ -252,7 +251,7 @@ class MVEmitter:
             open_rows[sel] = seg
             return True
 
-        loads = _LoadSpreader(seq, lambda: pending_gb, self._mac, t.split_macs)
+        loads = _LoadSpreader(seq, self._mac, t.split_macs)  # the next step's GB loads
         act_loads = max(0, hw.timing.p("tRCDRD") // max(hw.link_cycles, hw.timing.p("tCCD_S")) - 1)
 
         prev_step = None
@@ -264,33 +263,30 @@ class MVEmitter:
                 if prev_step is not None:
                     ps, pp, pg, pc = steps[prev_step]
                     if (ps, pp, pg) != (slot, p, g):
-                        seq.extend(pending_gb)
-                        pending_gb = deque()
+                        loads.flush()
                         seq.extend(self._rdacc(ci, ps, pp, pg))
                 half = step_of_access % 2
                 if not overlap or step_of_access == 0 or not t.double_buffer:
                     seq.extend(self._wrgb(ci, slot, g, c, half if t.double_buffer and overlap else 0))
                 else:
-                    seq.extend(pending_gb)
-                    pending_gb = deque()
+                    loads.flush()
                 # queue the next step's GB load (double buffer)
                 if overlap and t.double_buffer and si + 1 < len(steps):
                     ns, npp, ng, nc = steps[si + 1]
-                    pending_gb = deque(self._wrgb(ci, ns, ng, nc, (step_of_access + 1) % 2))
                     macs = t.pass_rows(p) * len(self._group_vectors(g))
-                    loads.start_step(macs, macs * t.chunk_len(c))
+                    loads.queue(self._wrgb(ci, ns, ng, nc, (step_of_access + 1) % 2), macs, macs * t.chunk_len(c))
                 step_of_access += 1
                 prev_step = si
             if prefetch_act is not None and seg == prefetch_seg:
                 seq.append(prefetch_act)  # not yet issued: issue now, before its first MAC
                 prefetch_act = None
-            if open_segment(seg) and overlap and pending_gb:
+            if open_segment(seg) and overlap and loads.pending:
                 # the unit waits tRCDRD for its row anyway: the bus carries loads meanwhile
                 loads.emit(act_loads)
             for vi, _v in enumerate(self._group_vectors(g)):
                 gbase = (half * (hw.gb_bursts // 2) if (t.double_buffer and overlap) else 0) + vi * t.chunk_bursts
                 mask, acc = lay.segment_mask(seg), vi * t.rows_per_pass + a
-                if pending_gb and overlap:
+                if loads.pending and overlap:
                     loads.interleave(mask, col, n, gbase, acc)
                 else:
                     seq.append(self._mac(mask, col, n, gbase, acc))
@@ -319,7 +315,7 @@ class MVEmitter:
                     open_rows[sel] = ns
         if prefetch_act is not None:
             seq.append(prefetch_act)
-        seq.extend(pending_gb)
+        loads.flush()
         if prev_step is not None:
             ps, pp, pg, _pc = steps[prev_step]
             seq.extend(self._rdacc(ci, ps, pp, pg))
@@ -337,25 +333,32 @@ class _LoadSpreader:
     and a MAC that must carry more than one load is split into shorter runs (same accumulator,
     consecutive columns and buffer bursts) with the loads in between."""
 
-    def __init__(self, seq: list[Instruction], pending, mac, may_split: bool):
-        self.seq, self.pending, self.mac, self.may_split = seq, pending, mac, may_split
+    def __init__(self, seq: list[Instruction], mac, may_split: bool):
+        self.seq, self.mac, self.may_split = seq, mac, may_split
+        self.pending: deque[Instruction] = deque()
         self.loads = self.bursts = self.done = self.emitted = 0
         self.split = False
 
-    def start_step(self, macs: int, bursts: int) -> None:
-        self.loads, self.bursts, self.done, self.emitted = len(self.pending()), max(1, bursts), 0, 0
+    def queue(self, loads, macs: int, bursts: int) -> None:
+        """The next step's loads, to spread over this step's `macs` MAC instructions (`bursts`)."""
+        self.pending = deque(loads)
+        self.loads, self.bursts, self.done, self.emitted = len(self.pending), max(1, bursts), 0, 0
         self.split = self.may_split and self.loads > macs
 
+    def flush(self) -> None:
+        """Emit the loads still pending, in one block."""
+        self.seq.extend(self.pending)
+        self.pending.clear()
+
     def emit(self, k: int) -> None:
-        pending = self.pending()
-        for _ in range(min(k, len(pending))):
-            self.seq.append(pending.popleft())
+        for _ in range(min(k, len(self.pending))):
+            self.seq.append(self.pending.popleft())
             self.emitted += 1
 
     def interleave(self, mask: int, col: int, n: int, gb: int, acc: int) -> None:
         self.done += n
         due = -(-self.loads * min(self.done, self.bursts) // self.bursts) if self.split else 0
-        q = min(len(self.pending()), max(1, due - self.emitted))
+        q = min(len(self.pending), max(1, due - self.emitted))
         pieces = min(n, q)
         for i in range(pieces):
             a, b = n * i // pieces, n * (i + 1) // pieces

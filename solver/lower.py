@@ -128,10 +128,8 @@ class Lowerer:
                     lay = Layout(self.hw, replace(tiling, split_macs=split))
                     tt = time_task(self.hw, MVEmitter(self.hw, lay, Symbols(), style).emit(0))
                     if best is None or tt.duration < best[1].duration:
-                        best = (split, tt)
-                self.lowering.split_macs[split_key] = best[0]
-                layout = Layout(self.hw, self.lowering.tiling(shape, channels, style))
-                tt = best[1]
+                        best = (split, tt, lay)
+                self.lowering.split_macs[split_key], tt, layout = best
             else:
                 tt = time_task(self.hw, emit_weight_read(self.hw, layout, Symbols(), 0))
             self.lowering.timings[key] = tt
