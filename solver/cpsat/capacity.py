@@ -24,20 +24,7 @@ def check_capacity(index: ProblemIndex) -> str | None:
 
 def _usage_terms(ctx: ModelContext, group: str) -> tuple[int, list, list[int]]:
     rep = ctx.problem.repeat
-    const = 0
-    lits, coefs = [], []
-    for job in ctx.problem.jobs:
-        for mode in ctx.live_modes(job):
-            u = mode.usage.get(group, 0) * rep
-            if u == 0:
-                continue
-            lit = ctx.lit[(job.name, mode.name)]
-            if lit is None:
-                const += u
-            else:
-                lits.append(lit)
-                coefs.append(u)
-    return const, lits, coefs
+    return ctx.mode_terms(lambda m: m.usage.get(group, 0) * rep)
 
 
 def add_capacity(ctx: ModelContext) -> None:

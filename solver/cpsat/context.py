@@ -6,6 +6,7 @@ reads and extends one `ModelContext`. Construction order is the problem's order 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -46,23 +47,30 @@ class ModelContext:
     def end(self, task: str) -> cp_model.LinearExprT:
         return self.start[task] + self.index.tasks[task].task.duration
 
-    def work_expr(self, resource: str) -> cp_model.LinearExprT:
-        """Total busy time of `resource` under the chosen modes (a linear expression)."""
+    def mode_terms(self, value: Callable[[Mode], int]) -> tuple[int, list, list[int]]:
+        """Sum over jobs of `value(chosen mode)` as a linear form: (constant from the jobs with one
+        live mode, literals of the others' modes, their coefficients); zero values are left out."""
         const = 0
-        terms = []
+        lits, coefs = [], []
         for job in self.problem.jobs:
             for mode in self.live_modes(job):
-                d = sum(t.duration for t in mode.tasks if t.resource == resource)
-                if d == 0:
+                v = value(mode)
+                if v == 0:
                     continue
                 lit = self.lit[(job.name, mode.name)]
                 if lit is None:
-                    const += d
+                    const += v
                 else:
-                    terms.append((d, lit))
-        if not terms:
+                    lits.append(lit)
+                    coefs.append(v)
+        return const, lits, coefs
+
+    def work_expr(self, resource: str) -> cp_model.LinearExprT:
+        """Total busy time of `resource` under the chosen modes (a linear expression)."""
+        const, lits, coefs = self.mode_terms(lambda m: sum(t.duration for t in m.tasks if t.resource == resource))
+        if not lits:
             return cp_model.LinearExpr.constant(const)
-        return cp_model.LinearExpr.weighted_sum([l for _, l in terms], [d for d, _ in terms]) + const
+        return cp_model.LinearExpr.weighted_sum(lits, coefs) + const
 
     def max_work(self, resource: str) -> int:
         """Largest possible busy time of `resource` (for domains)."""
