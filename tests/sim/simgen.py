@@ -13,9 +13,23 @@ from __future__ import annotations
 
 from hwmodel.isa import make
 from hwmodel.streams import Placement, StreamSet
+from ir.program import Op, Program
+from ir.types import Role, Tensor
 
 
 PRESETS = ("hbm2-pim", "gddr6-aim", "hbm3-pim", "fpga-proto")
+
+
+def norm_gemv_program(dtype, rows: int, name: str = "norm_gemv") -> Program:
+    """rmsnorm on the host, then a gemv of `rows` x 64 in memory: a host op feeding a PIM op."""
+    ts = [Tensor(name="h", shape=(1, 64), dtype=dtype, role=Role.activation),
+          Tensor(name="norm.weight", shape=(64,), dtype=dtype, role=Role.weight),
+          Tensor(name="x", shape=(1, 64), dtype=dtype, role=Role.activation),
+          Tensor(name="gemv.weight", shape=(rows, 64), dtype=dtype, role=Role.weight),
+          Tensor(name="gemv.out", shape=(1, rows), dtype=dtype, role=Role.activation)]
+    ops = [Op(name="norm", kind="rmsnorm", inputs=["h", "norm.weight"], outputs=["x"]),
+           Op(name="gemv", kind="gemv", inputs=["x", "gemv.weight"], outputs=["gemv.out"])]
+    return Program(name=name, tensors=ts, ops=ops, inputs=["h"], outputs=["gemv.out"])
 
 
 def streams(hw, *channels, host=(), symbols=(), placements=()) -> StreamSet:
@@ -134,21 +148,20 @@ def compile_attention(hw, program) -> StreamSet:
     s = [make("ACT", mask=(1 << kb) | (1 << vb), row=0),
          make("WR", bank=kb, col=pos, count=1, src=KN, offset=0, emask=0xFFFF)]
     s += [make("WR", bank=vb, col=d, count=1, src=VN, offset=d, emask=1 << (pos % E)) for d in range(D)]
-    for h in range(H):
-        s.append(make("WRGB", gb=0, count=1, src=Q, offset=h * D))
-        for l in range(L):
-            s.append(make("MAC", mask=1 << kb, col=l, count=1, gb=0, acc=l % A))
-            if l % A == A - 1 or l == L - 1:
-                base = l - l % A
-                s.append(make("RDACC", bank=kb, acc=0, count=l - base + 1, dst=SC, offset=h * L + base, stride=1))
+    def per_head(bank, n, src, src_len, dst):
+        """Per head: broadcast one burst of `src`, n single-column MACs, read out every A."""
+        for h in range(H):
+            s.append(make("WRGB", gb=0, count=1, src=src, offset=h * src_len))
+            for i in range(n):
+                s.append(make("MAC", mask=1 << bank, col=i, count=1, gb=0, acc=i % A))
+                if i % A == A - 1 or i == n - 1:
+                    base = i - i % A
+                    s.append(make("RDACC", bank=bank, acc=0, count=i - base + 1, dst=dst, offset=h * n + base,
+                                  stride=1))
+
+    per_head(kb, L, Q, D, SC)
     s += [make("SIG", id=0), make("WAIT", id=1)]
-    for h in range(H):
-        s.append(make("WRGB", gb=0, count=1, src=PR, offset=h * L))
-        for d in range(D):
-            s.append(make("MAC", mask=1 << vb, col=d, count=1, gb=0, acc=d % A))
-            if d % A == A - 1 or d == D - 1:
-                base = d - d % A
-                s.append(make("RDACC", bank=vb, acc=0, count=d - base + 1, dst=CX, offset=h * D + base, stride=1))
+    per_head(vb, D, PR, L, CX)
     s += [make("PRE", mask=(1 << kb) | (1 << vb)), make("REF"), make("SIG", id=2)]
     host = [make("WAIT", id=0), make("EPI", op=ops["scores"]), make("HOP", op=ops["softmax"]), make("SIG", id=1),
             make("WAIT", id=2), make("EPI", op=ops["context"])]

@@ -22,23 +22,14 @@ import pytest
 from hwmodel import load_hardware
 from hwmodel.isa import Instruction
 from ir import attention_program, gemv_program, generate_inputs, generate_state
-from ir.program import Op, Program
-from ir.types import Role, Tensor
 from sim import SimulationError, simulate
-from simgen import compile_attention, compile_gemv
+from simgen import compile_attention, compile_gemv, norm_gemv_program
 
 MAX_PER_CLASS = 80
 
 
 def _norm_gemv_program(dtype):
-    ts = [Tensor(name="h", shape=(1, 64), dtype=dtype, role=Role.activation),
-          Tensor(name="norm.weight", shape=(64,), dtype=dtype, role=Role.weight),
-          Tensor(name="x", shape=(1, 64), dtype=dtype, role=Role.activation),
-          Tensor(name="gemv.weight", shape=(20, 64), dtype=dtype, role=Role.weight),
-          Tensor(name="gemv.out", shape=(1, 20), dtype=dtype, role=Role.activation)]
-    ops = [Op(name="norm", kind="rmsnorm", inputs=["h", "norm.weight"], outputs=["x"]),
-           Op(name="gemv", kind="gemv", inputs=["x", "gemv.weight"], outputs=["gemv.out"])]
-    return Program(name="norm_gemv", tensors=ts, ops=ops, inputs=["h"], outputs=["gemv.out"])
+    return norm_gemv_program(dtype, rows=20)
 
 
 def _programs():

@@ -95,7 +95,6 @@ def test_pure_python_fallback_matches(tmp_path):
     env = dict(os.environ, PIMSAT_SIM_NOJIT="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     jit, cycles = out.stdout.split()
-    from sim.jit import JIT
     from hwmodel import load_hardware
 
     hw = load_hardware("fpga-proto")

@@ -7,7 +7,7 @@ import pytest
 from hwmodel.isa import make
 from ir import gemv_program, generate_inputs, generate_state, run
 from sim import SimulationError, simulate, verify
-from simgen import compile_gemv, streams
+from simgen import compile_gemv, norm_gemv_program, streams
 
 
 def test_deadlock_wait_never_set(hbm2):
@@ -120,18 +120,7 @@ def test_early_epilogue_unstamped_is_caught(hbm2):
 
 def test_host_op_then_pim(hbm2):
     """rmsnorm on the host (HOP), its output broadcast by WRGB after a SIG/WAIT, gemv in memory."""
-    from ir.program import Op, Program
-    from ir.types import Role, Tensor
-
-    d = hbm2.pim.dtype
-    ts = [Tensor(name="h", shape=(1, 64), dtype=d, role=Role.activation),
-          Tensor(name="norm.weight", shape=(64,), dtype=d, role=Role.weight),
-          Tensor(name="x", shape=(1, 64), dtype=d, role=Role.activation),
-          Tensor(name="gemv.weight", shape=(24, 64), dtype=d, role=Role.weight),
-          Tensor(name="gemv.out", shape=(1, 24), dtype=d, role=Role.activation)]
-    ops = [Op(name="norm", kind="rmsnorm", inputs=["h", "norm.weight"], outputs=["x"]),
-           Op(name="gemv", kind="gemv", inputs=["x", "gemv.weight"], outputs=["gemv.out"])]
-    prog = Program(name="t", tensors=ts, ops=ops, inputs=["h"], outputs=["gemv.out"])
+    prog = norm_gemv_program(hbm2.pim.dtype, rows=24, name="t")
     ss = compile_gemv(hbm2, prog, channels=2, host_first=[0])
     ss.symbols.append("norm.weight")
     st, inp = generate_state(prog), generate_inputs(prog)
