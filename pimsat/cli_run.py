@@ -43,12 +43,15 @@ class LiveProgress:
         self.live.__exit__(*exc)
 
 
-def _solve_options(method, time_limit, workers, seed, groups, timing_only, progress=None, deterministic_time=None):
+def _solve_options(method, time_limit, workers, seed, groups, timing_only, progress=None, deterministic_time=None,
+                   record=False):
+    """record: keep the simulator's command log (only trace.json needs it; without it a
+    timing-only simulation is streamed and its memory does not grow with the program)."""
     from .pipeline import SolveOptions
 
     return SolveOptions(method=method, time_limit=time_limit, workers=workers, seed=seed, groups=groups,
                         functional=False if timing_only else None, progress=progress,
-                        deterministic_time=deterministic_time)
+                        deterministic_time=deterministic_time, record=record)
 
 
 def _solver_flags(fn):
@@ -85,11 +88,11 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
     if method == "cpsat" and not as_json and console.is_terminal:
         with LiveProgress() as live:
             opts = _solve_options(method, time_limit, workers, seed, groups, timing_only, live.update,
-                                  deterministic_time)
+                                  deterministic_time, record=out is not None)
             r = run(inst, opts, sets, preset)
     else:
         opts = _solve_options(method, time_limit, workers, seed, groups, timing_only,
-                              deterministic_time=deterministic_time)
+                              deterministic_time=deterministic_time, record=out is not None)
         r = run(inst, opts, sets, preset)
     rep = report_dict(r)
     if out:
@@ -131,6 +134,7 @@ def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, w
             r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only,
                                          deterministic_time=deterministic_time), sets, preset)
             rows.append(report_dict(r))
+            del r  # one program's streams in memory at a time
             rep = rows[-1]
             console.print(f"[dim]{rep['instance']} {m}: {rep['simulated_cycles']:,} cycles, {rep['status']}, "
                           f"solver-free bound {rep['lower_bound_cycles']:,}[/dim]")

@@ -32,6 +32,7 @@ class SolveOptions:
     groups: int = 4
     deterministic_time: float | None = None  # CP-SAT deterministic budget: reproducible even when cut off
     functional: bool | None = None  # None: functional when it fits FUNCTIONAL_LIMIT_BYTES
+    record: bool = True  # keep the simulator's command log (trace.json); timing-only runs without it are streamed
     progress: Callable[[float, int | None, int | None], None] | None = None
 
 
@@ -143,19 +144,26 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
 
     functional = functional_fits(program) if opts.functional is None else opts.functional
     t2 = time.perf_counter()
-    compiled = decode(problem, lowering, solution, placements=functional) if solution.modes else None
+    # The alternatives (the greedy hint) are decoded first and only their predicted cycles kept:
+    # one program's streams in memory at a time. The rare alternative that beats the solution is
+    # decoded again (decoding is deterministic).
+    best_alt, best_alt_cycles = None, None
     for alt in alternatives:
-        if compiled is not None and _same_program(solution, alt):
+        if solution.modes and _same_program(solution, alt):
             continue  # same modes and task order: the decoder would emit the same program
-        other = decode(problem, lowering, alt, placements=functional)
-        if compiled is None or other.predicted_cycles < compiled.predicted_cycles:
-            note = (f"the {alt.method} hint decodes to {other.predicted_cycles:,} cycles"
-                    + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
-                    + "; kept the faster program")
-            solution = replace(solution, modes=alt.modes, starts=alt.starts, objective=alt.objective,
-                               status="FEASIBLE" if solution.status in ("OPTIMAL", "FEASIBLE") else solution.status,
-                               message=(solution.message + " " if solution.message else "") + note)
-            compiled = other
+        cycles = decode(problem, lowering, alt, placements=functional).predicted_cycles
+        if best_alt_cycles is None or cycles < best_alt_cycles:
+            best_alt, best_alt_cycles = alt, cycles
+    compiled = decode(problem, lowering, solution, placements=functional) if solution.modes else None
+    if best_alt is not None and (compiled is None or best_alt_cycles < compiled.predicted_cycles):
+        note = (f"the {best_alt.method} hint decodes to {best_alt_cycles:,} cycles"
+                + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
+                + "; kept the faster program")
+        compiled = None
+        solution = replace(solution, modes=best_alt.modes, starts=best_alt.starts, objective=best_alt.objective,
+                           status="FEASIBLE" if solution.status in ("OPTIMAL", "FEASIBLE") else solution.status,
+                           message=(solution.message + " " if solution.message else "") + note)
+        compiled = decode(problem, lowering, best_alt, placements=functional)
     clock["decode"] = time.perf_counter() - t2
     if compiled is None:
         raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")
@@ -165,7 +173,8 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
         state = ir.generate_state(program, seed=instance.seed)
         inputs = ir.generate_inputs(program, seed=instance.seed)
     t3 = time.perf_counter()
-    result = sim.simulate(hw, compiled.streams, program=program, state=state, inputs=inputs, functional=functional)
+    result = sim.simulate(hw, compiled.streams, program=program, state=state, inputs=inputs, functional=functional,
+                          record=opts.record)
     clock["simulate"] = time.perf_counter() - t3
 
     if int(result.cycles) != compiled.predicted_cycles:

@@ -64,18 +64,22 @@ __all__ = ["simulate", "verify", "SimResult", "SimulationError", "StreamTimes", 
 def simulate(hw: Hardware, streams: StreamSet, program=None, state=None, inputs=None, functional: bool = True,
              record: bool = True) -> SimResult:
     """Execute `streams` on `hw`. Functional runs need `program`; `state` / `inputs` default to
-    ir.weights.generate_state / generate_inputs (seed 0). Raises SimulationError on any violation."""
+    ir.weights.generate_state / generate_inputs (seed 0). Raises SimulationError on any violation.
+    A timing-only run without the command log (functional=False, record=False) is streamed: the
+    kernel reads each channel a slice at a time, so its memory does not grow with the program,
+    and the result keeps no per-instruction channel times (`channel_times` is empty)."""
     if functional and program is None:
         raise SimulationError("stream", "a functional run needs the program (or pass functional=False)")
     nsym = len(streams.symbols) if functional or streams.symbols else None  # timing-only probes may omit symbols
-    timed = run_timing(hw, streams.channels, streams.host, program, record, nsym)
+    streamed = not functional and not record
+    timed = run_timing(hw, streams.channels, streams.host, program, record, nsym, streamed=streamed)
     states = timed.channels
     C = len(states)
     nb = hw.organization.banks_per_channel
     hr = timed.host
     res = SimResult(
         hardware=hw.name, cycles=int(timed.makespan), functional=functional,
-        channel_times=[StreamTimes(s["issue"], s["lastc"], s["done"]) for s in states],
+        channel_times=[] if streamed else [StreamTimes(s["issue"], s["lastc"], s["done"]) for s in states],
         host_times=StreamTimes(hr.issue, hr.lastc, hr.done),
         counts=np.array([s["counts"] for s in states]).reshape(C, 8),
         bank_bursts=np.array([s["bbursts"] for s in states]).reshape(C, nb),

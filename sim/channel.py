@@ -2,7 +2,8 @@
 
 `run_channel` issues instructions from position st[ST_POS] until the stream ends (returns
 DONE), a WAIT finds its signal unset (BLOCKED; st[ST_BLOCK] = the dense signal index), or a
-violation (ERROR; `err` holds the details, see E_* and ERR_*). It is written in the subset of
+violation (ERROR; `err` holds the details, see E_* and ERR_*; ERR_INSTR indexes the table, add
+st[ST_BASE] for the stream index). It is written in the subset of
 Python that numba compiles (flat int64 arrays, scalars); without numba it runs as is.
 
 Issue rule of one instruction (see sim/__init__ for the ISA-level description):
@@ -43,8 +44,10 @@ R_SYNC, R_STAMP, R_GB = 0, 1, 2
 NEG = -(1 << 50)
 DONE, BLOCKED, ERROR = 0, 1, 2
 # scalar state
-ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK = range(8)
-ST_LEN = 8
+# ST_POS indexes the table passed in; ST_BASE is that table's first instruction in the whole stream
+# (a stream may be fed a slice at a time): openinstr and the log hold stream indices
+ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK, ST_BASE = range(9)
+ST_LEN = 9
 # error codes
 (E_NONE, E_TIMING, E_BUS, E_SYNC, E_CLOSED, E_OPEN, E_REFOPEN, E_PU, E_RANGE, E_REFLATE, E_SIGTWICE,
  E_STREAM, E_GB) = range(13)
@@ -140,6 +143,7 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
     R, record, bpb = hwp[HWP_R], hwp[HWP_RECORD], hwp[HWP_BPB]
     n = prog.shape[0] // WIDTH
     pos = st[ST_POS]
+    ibase = st[ST_BASE]
     while pos < n:
         base = pos * WIDTH
         op = prog[base + C_OP]
@@ -299,7 +303,7 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
                 gbready[gbi + k] = tk + tgb
             if record:
                 i = st[ST_LOG]
-                lcyc[i], lcmd[i], lbank[i], lmask[i], lrow[i], linstr[i] = tk, c, logbank, mask, logrow, pos
+                lcyc[i], lcmd[i], lbank[i], lmask[i], lrow[i], linstr[i] = tk, c, logbank, mask, logrow, ibase + pos
                 if c == RD or c == WR or c == MAC:
                     lcol[i] = col + k
                 elif c == WRGB:
@@ -317,7 +321,7 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             if (mask >> b) & 1:
                 if c == ACT:
                     openrow[b] = prog[base + C_ROW]
-                    openinstr[b] = pos
+                    openinstr[b] = ibase + pos
                     firstacc[b] = 1
                 elif c == PRE:
                     openrow[b] = -1

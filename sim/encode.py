@@ -4,11 +4,10 @@ One row per instruction, columns (see C_*): internal opcode (0..7 = index into
 hwmodel.model.COMMANDS, then SIG, WAIT, HOP, EPI), stamp (-1 = unstamped), bank mask, row,
 column, number of bus commands, global-buffer burst, accumulator, count field, bank field
 (-1 for mask instructions), host symbol (src / dst; -1 if none). RDACC moves ceil(4*count / burst_bytes) bursts: that many commands.
-Signal ids are renumbered densely over all streams (``signal_ids`` maps back).
+Signal ids are renumbered densely over all streams by a `SignalMap`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
 
@@ -86,22 +85,29 @@ def encode_stream(hw: Hardware, stream: list[Instruction]) -> np.ndarray:
     return out
 
 
-@dataclass
-class Encoded:
-    channels: list[np.ndarray]   # [n_c, WIDTH] per channel
-    host: np.ndarray             # [n_h, WIDTH]
-    signal_ids: np.ndarray       # dense index -> ISA signal id
+class SignalMap:
+    """Dense indices for ISA signal ids, handed out in order of first sight (the kernel indexes a
+    flat array by them), and that array: -1 = unset, else the cycle the signal was set. Streams
+    may be encoded a slice at a time; the array grows as new ids appear."""
 
+    def __init__(self) -> None:
+        self.index: dict[int, int] = {}
+        self.time = np.full(1, -1, dtype=np.int64)
 
-def encode(hw: Hardware, channels: list[list[Instruction]], host: list[Instruction]) -> Encoded:
-    tabs = [encode_stream(hw, s) for s in channels]
-    htab = encode_stream(hw, host)
-    ids = []
-    for t in tabs + [htab]:
-        sel = (t[:, C_OP] == OP_SIG) | (t[:, C_OP] == OP_WAIT)
-        ids.append(t[sel, C_ROW])
-    uniq = np.unique(np.concatenate(ids)) if ids else np.zeros(0, dtype=np.int64)
-    for t in tabs + [htab]:
-        sel = (t[:, C_OP] == OP_SIG) | (t[:, C_OP] == OP_WAIT)
-        t[sel, C_ROW] = np.searchsorted(uniq, t[sel, C_ROW])
-    return Encoded(tabs, htab, uniq)
+    def densify(self, table: np.ndarray) -> np.ndarray:
+        """Rewrite the signal ids of `table`'s SIG/WAIT rows to dense indices (in place)."""
+        sel = (table[:, C_OP] == OP_SIG) | (table[:, C_OP] == OP_WAIT)
+        if sel.any():
+            uniq, inverse = np.unique(table[sel, C_ROW], return_inverse=True)
+            dense = np.array([self.index.setdefault(int(x), len(self.index)) for x in uniq], dtype=np.int64)
+            table[sel, C_ROW] = dense[inverse]
+            if len(self.index) > len(self.time):
+                grown = np.full(2 * len(self.index), -1, dtype=np.int64)
+                grown[: len(self.time)] = self.time
+                self.time = grown
+        return table
+
+    @property
+    def ids(self) -> np.ndarray:
+        """dense index -> ISA signal id."""
+        return np.fromiter(self.index, dtype=np.int64, count=len(self.index))

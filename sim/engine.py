@@ -17,7 +17,7 @@ from hwmodel.isa import Instruction
 from hwmodel.model import COMMANDS, Hardware
 
 from . import channel as K
-from .encode import C_N, C_OP, C_ROW, C_SYM, OP_SIG, encode
+from .encode import C_N, C_OP, C_SYM, SignalMap, encode_stream
 from .errors import SimulationError
 from .host import HostRunner
 from .result import LOG_DTYPE
@@ -45,6 +45,7 @@ class Timed:
 def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instruction], s, sig_ids) -> SimulationError:
     e = s["err"]
     code, cycle, bank, i = (int(x) for x in e[[K.ERR_CODE, K.ERR_CYCLE, K.ERR_BANK, K.ERR_INSTR]])
+    i += int(s["st"][K.ST_BASE])  # the kernel's index is into the slice it was fed
     row, needed, actual, x1, x2 = (int(x) for x in e[[K.ERR_ROW, K.ERR_NEEDED, K.ERR_ACTUAL, K.ERR_X1, K.ERR_X2]])
     ins = stream[i]
     cyc = None if cycle < 0 else cycle
@@ -101,56 +102,103 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
     raise AssertionError(f"unknown kernel error code {code}")
 
 
+# Instructions per encoded slice of a channel stream in a streamed run (timing-only, no command
+# log): the kernel's tables then take O(channels x SLICE) memory instead of O(instructions).
+SLICE = 1 << 16
+
+
+class _Feed:
+    """One channel stream as the kernel reads it: whole, or a slice at a time (`slice_len`)."""
+
+    def __init__(self, hw: Hardware, stream: list[Instruction], signals: SignalMap, slice_len: int,
+                 n_symbols: int | None, ch: int):
+        self.hw, self.stream, self.signals, self.n_symbols, self.ch = hw, stream, signals, n_symbols, ch
+        self.slice_len = max(1, slice_len)
+        self.base = 0  # stream index of the current table's first instruction
+        self.table = self._encode(0)
+        self.prog = np.ascontiguousarray(self.table.reshape(-1))
+
+    def _encode(self, start: int) -> np.ndarray:
+        part = self.stream[start:start + self.slice_len] if self.slice_len < len(self.stream) else self.stream
+        t = self.signals.densify(encode_stream(self.hw, part))
+        if self.n_symbols is not None:
+            bad = np.flatnonzero(t[:, C_SYM] >= self.n_symbols)
+            if len(bad):
+                i = int(bad[0])
+                raise SimulationError("symbol", f"symbol index {int(t[i, C_SYM])} out of range "
+                                      f"({self.n_symbols} symbols)", stream=self.ch, instr=start + i,
+                                      instruction=self.stream[start + i])
+        return t
+
+    def commands(self) -> int:
+        """Bus commands of the whole stream (sizes the command log; whole streams only)."""
+        t = self.table
+        return int(t[t[:, C_OP] < 8, C_N].clip(min=0).sum()) if len(t) else 0
+
+    def advance(self, state: dict[str, np.ndarray]) -> bool:
+        """Load the next slice into the kernel state; False at the end of the stream."""
+        nxt = self.base + len(self.table)
+        if nxt >= len(self.stream):
+            return False
+        self.table = self._encode(nxt)
+        self.prog = np.ascontiguousarray(self.table.reshape(-1))
+        self.base = nxt
+        state["st"][K.ST_POS] = 0
+        state["st"][K.ST_BASE] = nxt
+        return True
+
+
 def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instruction], program,
-               record: bool, n_symbols: int | None = None) -> Timed:
-    """n_symbols: check src/dst symbol indices against it (None: not checked)."""
+               record: bool, n_symbols: int | None = None, streamed: bool = False) -> Timed:
+    """n_symbols: check src/dst symbol indices against it (None: not checked). streamed: feed the
+    channel streams to the kernel a SLICE at a time (no command log, and the per-instruction
+    times of `Timed.channels` hold only the last slice's)."""
     if len(channels) > hw.organization.channels:
         raise SimulationError("range", f"{len(channels)} channel streams, but {hw.name} has "
                               f"{hw.organization.channels} channels")
     if hw.organization.banks_per_channel > 62:
         raise SimulationError("range", "the simulator supports at most 62 banks per channel")
+    if streamed and record:
+        raise ValueError("a streamed run keeps no command log (record=False)")
     tab = compile_tables(hw)
     t0 = time.perf_counter()
-    enc = encode(hw, channels, host)
+    signals = SignalMap()
+    host_table = signals.densify(encode_stream(hw, host))
+    feeds = [_Feed(hw, s, signals, SLICE if streamed else len(s), n_symbols, c) for c, s in enumerate(channels)]
     t1 = time.perf_counter()
-    for ch, t in enumerate(enc.channels if n_symbols is not None else ()):
-        bad = np.flatnonzero(t[:, C_SYM] >= n_symbols)
-        if len(bad):
-            i = int(bad[0])
-            raise SimulationError("symbol", f"symbol index {int(t[i, C_SYM])} out of range ({n_symbols} symbols)",
-                                  stream=ch, instr=i, instruction=channels[ch][i])
-    sig = np.full(max(len(enc.signal_ids), 1), -1, dtype=np.int64)
     # the command log: one array, channel after channel, each channel's rows in issue order
-    ncmd = [int(t[t[:, C_OP] < 8, C_N].clip(min=0).sum()) if len(t) else 0 for t in enc.channels]
-    ends = np.cumsum([0] + ncmd)
+    ends = np.cumsum([0] + [f.commands() for f in feeds]) if record else None
     log = np.empty(int(ends[-1]), dtype=LOG_DTYPE) if record else None
     idle = K.new_state(tab, 0, None)  # shared, read-only: channels without instructions never run
-    states = [K.new_state(tab, len(t), None if log is None else log[ends[c]:ends[c + 1]]) if len(t) else idle
-              for c, t in enumerate(enc.channels)]
-    progs = [np.ascontiguousarray(t.reshape(-1)) for t in enc.channels]
-    hr = HostRunner(hw, program, host, enc.host)
+    states = [K.new_state(tab, len(f.table), None if log is None else log[ends[c]:ends[c + 1]]) if len(f.table)
+              else idle for c, f in enumerate(feeds)]
+    hr = HostRunner(hw, program, host, host_table)
     # streams 0..C-1 channels, C host
     C = len(channels)
     t2 = time.perf_counter()
-    pending = [c for c in range(C) if len(enc.channels[c])] + [C]
+    pending = [c for c in range(C) if len(channels[c])] + [C]
     blocked: dict[int, int] = {}
     while pending:
         s = pending.pop()
         if s == C:
-            if not hr.run(sig):
+            if not hr.run(signals.time):
                 blocked[s] = hr.block
         else:
-            status = K.call(tab, progs[s], states[s], sig)
+            status = K.call(tab, feeds[s].prog, states[s], signals.time)
             if status == K.ERROR:
-                raise _channel_error(hw, tab, s, channels[s], states[s], enc.signal_ids)
+                raise _channel_error(hw, tab, s, channels[s], states[s], signals.ids)
             if status == K.BLOCKED:
                 blocked[s] = int(states[s]["st"][K.ST_BLOCK])
+            elif feeds[s].advance(states[s]):
+                pending.append(s)
+        sig = signals.time
         for b, sid in list(blocked.items()):
             if sig[sid] >= 0:
                 del blocked[b]
                 pending.append(b)
     if blocked:
-        raise _deadlock(enc, channels, host, states, hr, blocked)
+        raise _deadlock(channels, host, states, hr, blocked, signals.ids)
+    sig = signals.time
     makespan = max([int(s["st"][K.ST_MAXDONE]) for s in states] + [hr.max_end]
                    + [int(sig.max()) if len(sig) else 0])
     for ch, s in enumerate(states):
@@ -169,22 +217,21 @@ def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instr
                 log[ends[c]:ends[c] + m] = s["log"][:m]
             log["channel"][ends[c]:ends[c] + m] = c
     phases = {"encode": t1 - t0, "allocate": t2 - t1, "issue": time.perf_counter() - t2}
-    return Timed(tab, states, hr, enc.signal_ids, sig, makespan, stalls, phases, log)
+    return Timed(tab, states, hr, signals.ids, sig[: len(signals.index)], makespan, stalls, phases, log)
 
 
-def _deadlock(enc, channels, host, states, hr, blocked) -> SimulationError:
+def _deadlock(channels, host, states, hr, blocked, signal_ids) -> SimulationError:
     C = len(channels)
-    set_by_someone = set()
-    for t in enc.channels + [enc.host]:
-        set_by_someone.update(t[t[:, C_OP] == OP_SIG, C_ROW].tolist())
+    set_by_someone = {i.args[0] for stream in channels + [host] for i in stream if i.op == "SIG"}
     parts = []
     first = None
     for s, sid in sorted(blocked.items()):
-        pos = hr.pos if s == C else int(states[s]["st"][K.ST_POS])
+        pos = hr.pos if s == C else int(states[s]["st"][K.ST_POS] + states[s]["st"][K.ST_BASE])
         name = "host" if s == C else f"channel {s}"
         ins = (host if s == C else channels[s])[pos]
-        why = "never set by any SIG" if sid not in set_by_someone else "its SIG is behind a WAIT that never releases"
-        parts.append(f"{name} instr {pos} WAIT id={int(enc.signal_ids[sid])} ({why})")
+        sig_id = int(signal_ids[sid])
+        why = "never set by any SIG" if sig_id not in set_by_someone else "its SIG is behind a WAIT that never releases"
+        parts.append(f"{name} instr {pos} WAIT id={sig_id} ({why})")
         if first is None:
             first = (s if s < C else "host", pos, ins)
     err = SimulationError("deadlock", "every unfinished stream waits: " + "; ".join(parts),

@@ -87,11 +87,15 @@ class SimResult:
     # ---- per-instruction times ---------------------------------------------------------------
     def times(self, stream: int | str) -> StreamTimes:
         """Times of channel `stream` (int) or of the host stream ("host")."""
+        if stream != "host" and not self.channel_times:
+            raise ValueError("a streamed run (timing-only, no command log) keeps no per-instruction channel times")
         return self.host_times if stream == "host" else self.channel_times[stream]
 
     def stamped(self, streams: StreamSet) -> StreamSet:
         """Copy of `streams` with every command instruction (and HOP/EPI) stamped at the cycle
         this run issued it; SIG/WAIT stay unstamped. Simulating the copy reproduces this run."""
+        if not self.channel_times and streams.channels:
+            raise ValueError("a streamed run (timing-only, no command log) keeps no per-instruction channel times")
 
         def stamp(instrs: list[Instruction], times: StreamTimes) -> list[Instruction]:
             return [ins if ins.op in ("SIG", "WAIT") else ins.at(int(t)) for ins, t in zip(instrs, times.issue)]

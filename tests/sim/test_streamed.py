@@ -1,0 +1,101 @@
+"""Streamed runs (timing-only, no command log): the kernel reads each channel a slice at a time.
+
+Whatever the slice length, a streamed run must measure exactly what a whole-stream run measures,
+and report a violation or a deadlock with the same cycle, stream and stream-wide instruction index.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sim.engine
+from hwmodel import load_hardware
+from hwmodel.isa import make
+from ir import attention_program, gemv_program, generate_inputs, generate_state
+from sim import SimulationError, simulate
+from simgen import compile_attention, compile_gemv, norm_gemv_program, streams
+
+SLICES = (1, 2, 7)
+
+
+def _programs():
+    fpga = load_hardware("fpga-proto")
+    hbm2 = load_hardware("hbm2-pim", ["organization.channels=2"])
+    hbm1 = load_hardware("hbm2-pim", ["organization.channels=1"])
+    p = gemv_program(20, 128, batch=2, bias=True, dtype="fp16")
+    out = [pytest.param(fpga, p, compile_gemv(fpga, p, channels=2, ref_every=6), id="gemv-fpga")]
+    norm = norm_gemv_program("fp16", rows=20)
+    ss = compile_gemv(hbm2, norm, channels=2, host_first=[0])
+    ss.symbols.append("norm.weight")
+    out.append(pytest.param(hbm2, norm, ss, id="norm-gemv-hbm2"))
+    att = attention_program(2, 1, 16, 15, dtype="fp16")
+    out.append(pytest.param(hbm1, att, compile_attention(hbm1, att), id="attention-hbm2"))
+    return out
+
+
+def _figures(res):
+    return (res.cycles, res.counts.tolist(), res.bank_bursts.tolist(), res.pu_macs.tolist(),
+            res.row_hits.tolist(), res.row_misses.tolist(), res.refreshes.tolist(), res.stalls, res.signals,
+            res.host_times.issue.tolist())
+
+
+@pytest.mark.parametrize("hw,program,ss", _programs())
+@pytest.mark.parametrize("length", SLICES)
+def test_streamed_run_measures_what_a_whole_run_measures(hw, program, ss, length, monkeypatch):
+    whole = simulate(hw, ss, program, functional=False, record=True)
+    monkeypatch.setattr(sim.engine, "SLICE", length)
+    part = simulate(hw, ss, program, functional=False, record=False)
+    assert _figures(part) == _figures(whole)
+    assert part.channel_times == [] and part.log is None
+    with pytest.raises(ValueError, match="streamed"):
+        part.times(0)
+
+
+@pytest.mark.parametrize("length", SLICES)
+def test_streamed_violation_names_the_stream_index(length, monkeypatch):
+    """A stamp one cycle early deep in channel 1: same error, whole or streamed."""
+    fpga = load_hardware("fpga-proto")
+    p = gemv_program(20, 128, batch=2, bias=True, dtype="fp16")
+    ss = compile_gemv(fpga, p, channels=2, ref_every=6)
+    stamped = simulate(fpga, ss, p, generate_state(p, 0), generate_inputs(p, 0)).stamped(ss)
+    ch = stamped.channels[1]
+    i = max(k for k, ins in enumerate(ch) if ins.op == "MAC")
+    ch[i] = ch[i].at(ch[i].cycle - 1)
+    errors = []
+    for stream_it in (False, True):
+        if stream_it:
+            monkeypatch.setattr(sim.engine, "SLICE", length)
+        with pytest.raises(SimulationError) as e:
+            simulate(fpga, stamped, p, functional=False, record=not stream_it)
+        errors.append(e.value)
+    whole, part = errors
+    assert (part.kind, part.cycle, part.stream, part.instr, part.constraint) == \
+        (whole.kind, whole.cycle, whole.stream, whole.instr, whole.constraint)
+    assert part.instr == i and str(part) == str(whole)
+
+
+@pytest.mark.parametrize("length", SLICES)
+def test_streamed_deadlock_and_late_signal(length, hbm2, monkeypatch):
+    monkeypatch.setattr(sim.engine, "SLICE", length)
+    work = [make("ACT", mask=1, row=0), make("PRE", mask=1)] * 3
+    # a WAIT in channel 0's fourth slice on a SIG at the end of channel 1: legal
+    ok = simulate(hbm2, streams(hbm2, work + [make("WAIT", id=5)] + work, work + [make("SIG", id=5)]),
+                  functional=False, record=False)
+    monkeypatch.setattr(sim.engine, "SLICE", 1 << 16)
+    assert ok.cycles == simulate(hbm2, streams(hbm2, work + [make("WAIT", id=5)] + work, work + [make("SIG", id=5)]),
+                                 functional=False, record=True).cycles
+    monkeypatch.setattr(sim.engine, "SLICE", length)
+    with pytest.raises(SimulationError) as e:
+        simulate(hbm2, streams(hbm2, work + [make("WAIT", id=3)] + work), functional=False, record=False)
+    assert e.value.kind == "deadlock" and e.value.stream == 0 and e.value.instr == len(work)
+    assert "never set" in str(e.value)
+
+
+def test_streamed_run_memory_does_not_grow_with_the_stream(hbm2, monkeypatch):
+    """The kernel's per-instruction arrays are one slice long, not one stream long."""
+    monkeypatch.setattr(sim.engine, "SLICE", 4)
+    work = [make("ACT", mask=1, row=0), make("PRE", mask=1)] * 50
+    timed = sim.engine.run_timing(hbm2, [work], [], None, record=False, streamed=True)
+    assert len(timed.channels[0]["issue"]) == 4
+    assert timed.makespan == simulate(hbm2, streams(hbm2, work), functional=False).cycles
+    assert np.all(timed.channels[0]["openrow"] == -1)
