@@ -59,3 +59,18 @@ def test_fewer_lanes_than_a_burst_slow_the_mac_in_the_simulator_too():
     b = run(narrow, SolveOptions(method="greedy"))
     assert b.sim.cycles > a.sim.cycles
     assert b.bounds.cycles <= b.sim.cycles and b.outputs_match
+
+
+def test_streamed_timing_only_run_reports_what_a_recorded_run_reports(monkeypatch):
+    """`compare` simulates timing-only without a command log: streamed, a few instructions at a time."""
+    import sim.engine
+
+    inst = load_instance(ROOT / "instances" / "small" / "tiny-llama-2l-hbm2-8ch.yaml")
+    whole = run(inst, SolveOptions(method="cpsat", time_limit=5.0, functional=False, record=True))
+    monkeypatch.setattr(sim.engine, "SLICE", 5)
+    part = run(inst, SolveOptions(method="cpsat", time_limit=5.0, functional=False, record=False))
+    assert part.sim.log is None and whole.sim.log is not None
+    assert part.sim.cycles == whole.sim.cycles == part.compiled.predicted_cycles
+    assert part.sim.counts.tolist() == whole.sim.counts.tolist()
+    assert part.sim.row_hits.tolist() == whole.sim.row_hits.tolist()
+    assert part.sim.stalls == whole.sim.stalls
