@@ -75,9 +75,8 @@ def check_solution(problem: SchedulingProblem, solution: Solution) -> list[str]:
                 errs.append(f"edge {e.before}->{e.after}: start {starts[e.after]} < {need}")
     for d in problem.dependencies:
         a, b = chosen[d.before], chosen[d.after]
-        out = a.task(a.output)
-        for i in b.inputs:
-            u = b.task(i)
+        for o, i in problem.links(d, a, b):
+            out, u = a.task(o), b.task(i)
             need = starts[out.name] + out.duration + problem.lag(out.resource, u.resource)
             if starts[u.name] < need:
                 errs.append(f"dependency {d.before}->{d.after}: {u.name} starts {starts[u.name]} "

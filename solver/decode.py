@@ -212,8 +212,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
         for e in mode.edges:
             preds[e.after].append((e.before, e.lag))
     for dep in problem.dependencies:
-        out = chosen[dep.before].output
-        for tin in chosen[dep.after].inputs:
+        for out, tin in problem.links(dep, chosen[dep.before], chosen[dep.after]):
             preds[tin].append((out, problem.lag(res_of[out], res_of[tin])))
 
     ref = problem.refresh

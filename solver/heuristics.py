@@ -86,8 +86,6 @@ class _Scheduler:
         self.p = problem
         self.idx = idx
         self.timelines = {r: Timeline() for r in idx.resources}
-        self.ready: dict[str, int] = {}  # job -> output end
-        self.out_res: dict[str, str] = {}  # job -> resource of its output task
         self.modes: dict[str, str] = {}
         self.starts: dict[str, int] = {}
         self.max_end = 0
@@ -97,14 +95,14 @@ class _Scheduler:
         idx = self.idx
         local: dict[str, Timeline] = {}
         starts: dict[str, int] = {}
-        inputs = set(mode.inputs)
+        waits = idx.input_waits(job.name, mode, self.modes)
         for t in idx.topo[(job.name, mode.name)]:
             est = 0
             for b, lag in idx.in_edges[t.name]:
                 est = max(est, starts[b] + idx.tasks[b].task.duration + lag)
-            if t.name in inputs:
-                for a in idx.producers[job.name]:
-                    est = max(est, self.ready[a] + self.p.lag(self.out_res[a], t.resource))
+            for o in waits.get(t.name, ()):
+                src = idx.tasks[o].task
+                est = max(est, self.starts[o] + src.duration + self.p.lag(src.resource, t.resource))
             tl = local.get(t.resource)
             if tl is None:
                 tl = local[t.resource] = self.timelines[t.resource].copy()
@@ -118,9 +116,6 @@ class _Scheduler:
         self.timelines.update(local)
         self.modes[job.name] = mode.name
         self.starts.update(starts)
-        out = mode.task(mode.output)
-        self.ready[job.name] = starts[out.name] + out.duration
-        self.out_res[job.name] = out.resource
         self.max_end = max(self.max_end, max(starts[t.name] + t.duration for t in mode.tasks))
 
 
@@ -286,26 +281,21 @@ def solve_naive(problem: SchedulingProblem, mode_name_prefix: str = "naive") -> 
     if msg:
         return _infeasible("naive", msg, t0)
     starts: dict[str, int] = {}
-    ready: dict[str, int] = {}
-    out_res: dict[str, str] = {}
     prev_end, prev_res = 0, None
     max_end = 0
     for job in problem.jobs:
         mode = idx.mode(job.name, modes[job.name])
-        inputs = set(mode.inputs)
+        waits = idx.input_waits(job.name, mode, modes)
         for t in idx.topo[(job.name, mode.name)]:
             est = 0 if prev_res is None else prev_end + problem.lag(prev_res, t.resource)
             for b, lag in idx.in_edges[t.name]:
                 est = max(est, starts[b] + idx.tasks[b].task.duration + lag)
-            if t.name in inputs:
-                for a in idx.producers[job.name]:
-                    est = max(est, ready[a] + problem.lag(out_res[a], t.resource))
+            for o in waits.get(t.name, ()):
+                src = idx.tasks[o].task
+                est = max(est, starts[o] + src.duration + problem.lag(src.resource, t.resource))
             starts[t.name] = est
             prev_end, prev_res = est + t.duration, t.resource
             max_end = max(max_end, prev_end)
-        out = mode.task(mode.output)
-        ready[job.name] = starts[out.name] + out.duration
-        out_res[job.name] = out.resource
     wall = time.perf_counter() - t0
     return Solution(method="naive", status="HEURISTIC", modes=modes, starts=starts,
                     objective=max_end, bound=None, wall_seconds=wall,

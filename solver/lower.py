@@ -154,10 +154,11 @@ class Lowerer:
 
     # ---- jobs --------------------------------------------------------------------------------
     def _pim_modes(self, name: str, shape: MVShape, append: tuple[str, int] | None, tag_prefix: str = "pim",
-                   subsets: str | None = None) -> list[Mode]:
+                   subsets: str | None = None, append_op: str | None = None) -> list[Mode]:
         """PIM modes over every candidate group subset: per group one task (+ its KV append),
         then the epilogues of the covered ops on the host, one after another (one kernel launch
-        when the mode covers a fused group)."""
+        when the mode covers a fused group). The append reads only the new K/V (op `append_op`),
+        the attention task only the attention op's other input: each waits for its own producer."""
         modes = []
         index = {op.name: i for i, op in enumerate(self.p.ops)}
         variants = [(subset, self.opt.style) for subset in group_subsets(self.groups, subsets or self.opt.subsets)]
@@ -175,7 +176,7 @@ class Lowerer:
             except _TooBig as e:
                 self.too_big[name] = min(self.too_big.get(name, e.rows), e.rows)
                 continue  # this tiling does not fit a bank: not a candidate
-            tasks, edges, inputs = [], [], []
+            tasks, edges, inputs, reads = [], [], [], {}
             if len(shape.ops) > 1:  # a fused group's epilogues: one launch (EPI, then chained EPIs)
                 busy = epilogue_chain_cycles(self.hw, self.p, [index[op] for op in shape.ops])
                 epis = [Task(f"{name}/{tag}/epi", HOST, max(1, sum(busy)))]
@@ -188,6 +189,8 @@ class Lowerer:
                     tasks.append(a)
                     inputs.append(a.name)
                     edges.append(Edge(a.name, t.name, 0))
+                    if append_op is not None:
+                        reads[a.name], reads[t.name] = (append_op,), tuple(shape.ops)
                 tasks.append(t)
                 inputs.append(t.name)
                 edges.append(Edge(t.name, epis[0].name, self.hw.host.sync_cycles))
@@ -201,7 +204,7 @@ class Lowerer:
                 roles[epis[0].name] = ("EPI", shape.ops[0])
             payload = ModePayload((MVPayload("mv", name, shape, gnames, channels, style, append),), roles)
             modes.append(Mode(tag, tuple(tasks) + tuple(epis), tuple(edges), tuple(inputs), epis[-1].name, usage,
-                              payload))
+                              payload, reads=reads))
         return modes
 
     def _unfused_modes(self, name: str, ops: list[str]) -> list[Mode]:
@@ -235,8 +238,9 @@ class Lowerer:
             roles[epi.name] = ("EPI", op)
             prev_epi = epi
             payloads.append(MVPayload("mv", op, shape, tuple(g.name for g in self.groups), channels, self.opt.style))
+        outputs = {op: f"{name}/unfused/epi/{op}" for op in ops}  # each op's result after its own epilogue
         return [Mode("unfused[all]", tuple(tasks), tuple(edges), tuple(inputs), prev_epi.name, usage,
-                     ModePayload(tuple(payloads), roles))]
+                     ModePayload(tuple(payloads), roles), outputs=outputs)]
 
     def _host_gemv_mode(self, name: str, op_index: int, shape: MVShape) -> Mode:
         """Weights stay in all groups' banks (same layout as the all-group PIM mode), are read over
@@ -279,7 +283,8 @@ class Lowerer:
                 if ap is not None:
                     covered.insert(0, ap.name)
                     absorbed[ap.name] = op.name
-                modes = self._pim_modes(op.name, mv_shape(p, op.name), append)
+                modes = self._pim_modes(op.name, mv_shape(p, op.name), append,
+                                        append_op=ap.name if ap is not None else None)
             elif op.kind is OpKind.gemv and op.name in fusion:
                 members = fusion[op.name]
                 covered = list(members)
@@ -325,9 +330,12 @@ class Lowerer:
         names = {j.name for j in jobs}
         job_name = {o: j.name for j in jobs for o in j.ops}
         position = {j.name: i for i, j in enumerate(jobs)}
-        dependencies = sorted({(job_name[a], job_name[b]) for a, b in deps if job_name[a] != job_name[b]},
-                              key=lambda d: (position[d[1]], position[d[0]]))
-        dependencies = [Dependency(a, b) for a, b in dependencies if a in names and b in names]
+        pairs: dict[tuple[str, str], set[tuple[str, str]]] = {}  # job pair -> (producer op, consumer op)
+        for a, b in deps:
+            if job_name[a] != job_name[b] and job_name[a] in names and job_name[b] in names:
+                pairs.setdefault((job_name[a], job_name[b]), set()).add((a, b))
+        dependencies = [Dependency(a, b, tuple(sorted(pairs[(a, b)], key=lambda ab: (index[ab[0]], index[ab[1]]))))
+                        for a, b in sorted(pairs, key=lambda d: (position[d[1]], position[d[0]]))]
         t = self.hw.timing
         refresh = Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh)
         problem = SchedulingProblem(p.name, jobs, dependencies, self.groups, refresh, self.hw.host.sync_cycles)

@@ -15,6 +15,11 @@ rules) and consumed by `solver.cpsat` and `solver.heuristics`, which return a `S
 - A dependency a -> b: every input task t of b's mode starts no earlier than the end of a's
   output task plus `problem.lag(output resource, t.resource)` (a sync between streams costs
   `sync_cycles`; a task that follows on the same resource waits for nothing more).
+  At op granularity (`Dependency.ops`, the (producer op, consumer op) pairs behind it): the
+  producer op's result is ready at the end of `a_mode.outputs[op]` (an unfused Q/K/V mode
+  finishes Q long before V), and only the input tasks that read the consumer op
+  (`b_mode.reads[task]`, e.g. the KV append of an attention job reads the new K/V, not the
+  softmax) wait for it. `SchedulingProblem.links` is the one place this rule is spelled out.
 - Capacity: a mode uses `usage[group]` DRAM rows in every bank of every channel of that group;
   per group the sum over chosen modes (times `repeat`, for layer templates) must not exceed the
   group's `capacity_rows` (rows per bank left after the reserved KV cache and other fixed data).
@@ -50,6 +55,15 @@ class Mode:
     output: str  # task name whose end = job results in host memory
     usage: dict[str, int] = field(default_factory=dict)  # group -> DRAM rows per bank
     payload: object = None  # lowering data for the decoder (opaque to solvers)
+    outputs: dict[str, str] = field(default_factory=dict)  # covered op -> task after which its result is ready (default: output)
+    reads: dict[str, tuple[str, ...]] = field(default_factory=dict)  # input task -> covered ops whose inputs it reads (default: all)
+
+    def output_of(self, op: str) -> str:
+        return self.outputs.get(op, self.output)
+
+    def reads_op(self, task: str, op: str) -> bool:
+        ops = self.reads.get(task)
+        return ops is None or op in ops
 
     def task(self, name: str) -> Task:
         for t in self.tasks:
@@ -69,6 +83,7 @@ class Job:
 class Dependency:
     before: str  # job name
     after: str  # job name
+    ops: tuple[tuple[str, str], ...] = ()  # (producer op, consumer op) pairs; () = the whole jobs
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,25 @@ class SchedulingProblem:
 
     def resources(self) -> list[str]:
         return [HOST] + [g.name for g in self.groups]
+
+    @staticmethod
+    def ports(d: Dependency, after: Mode) -> list[tuple[str | None, str | None, str]]:
+        """(producer op, consumer op, input task of `after`) triples dependency `d` orders:
+        the input task waits for the producer op's result (None, None: the producer job's
+        output, for a dependency without op pairs)."""
+        if not d.ops:
+            return [(None, None, u) for u in after.inputs]
+        return [(pop, cop, u) for pop, cop in d.ops for u in after.inputs if after.reads_op(u, cop)]
+
+    def links(self, d: Dependency, before: Mode, after: Mode) -> list[tuple[str, str]]:
+        """(output task of `before`, input task of `after`) pairs that dependency `d` orders when
+        these modes are chosen: `after`'s input starts >= the output's end + lag."""
+        out: list[tuple[str, str]] = []
+        for pop, _cop, u in self.ports(d, after):
+            pair = (before.output if pop is None else before.output_of(pop), u)
+            if pair not in out:
+                out.append(pair)
+        return out
 
     def predecessors(self, job: str) -> list[str]:
         return [d.before for d in self.dependencies if d.after == job]

@@ -28,9 +28,9 @@ class ModelContext:
     start: dict[str, cp_model.IntVar] = field(default_factory=dict)  # task -> start var
     interval: dict[str, cp_model.IntervalVar] = field(default_factory=dict)
     by_resource: dict[str, list[str]] = field(default_factory=dict)  # resource -> task names
-    ready: dict[str, cp_model.LinearExprT] = field(default_factory=dict)  # job -> output end
-    ready_var: dict[str, cp_model.IntVar] = field(default_factory=dict)  # only real vars
-    out_lit: dict[tuple[str, str], cp_model.IntVar] = field(default_factory=dict)  # (job, res)
+    ready: dict[tuple[str, str | None], cp_model.LinearExprT] = field(default_factory=dict)  # (job, op) -> result ready
+    ready_var: dict[tuple[str, str | None], cp_model.IntVar] = field(default_factory=dict)  # only real vars
+    out_lit: dict[tuple[str, str | None, str], cp_model.IntVar] = field(default_factory=dict)  # (job, op, res)
     makespan: cp_model.IntVar | None = None
     n_ref: cp_model.IntVar | None = None
     symmetry_classes: list[list[str]] = field(default_factory=list)

@@ -50,12 +50,13 @@ def hint_values(ctx: ModelContext, hint: Solution) -> _Values:
                     v = s.proto.domain[0]
                 values[s] = v
         mode = idx.mode(job.name, chosen)
-        out = mode.task(mode.output)
-        if job.name in ctx.ready_var:
-            values[ctx.ready_var[job.name]] = hint.starts[out.name] + out.duration
-        for (j, r), y in ctx.out_lit.items():
+        for (j, op), var in ctx.ready_var.items():
             if j == job.name:
-                values[y] = int(out.resource == r)
+                out = mode.task(mode.output if op is None else mode.output_of(op))
+                values[var] = hint.starts[out.name] + out.duration
+        for (j, op, r), y in ctx.out_lit.items():
+            if j == job.name:
+                values[y] = int(mode.task(mode.output if op is None else mode.output_of(op)).resource == r)
     M = lumped_makespan(ctx.problem, max_end, work)
     values[ctx.makespan] = M
     if ctx.n_ref is not None:

@@ -20,9 +20,10 @@ feasible.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from solver.problem import HOST, Job, Mode, SchedulingProblem, Solution, Task
+from solver.problem import HOST, Dependency, Job, Mode, SchedulingProblem, Solution, Task
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,8 @@ class ProblemIndex:
                 self.topo[key] = self._topo_order(job, mode)
         self.producers: dict[str, list[str]] = {j.name: [] for j in p.jobs}
         self.consumers: dict[str, list[str]] = {j.name: [] for j in p.jobs}
+        self.deps_into: dict[str, list[Dependency]] = {j.name: [] for j in p.jobs}
+        self.deps_from: dict[str, list[Dependency]] = {j.name: [] for j in p.jobs}
         seen = set()
         for d in p.dependencies:
             if d.before not in self.jobs_pos or d.after not in self.jobs_pos:
@@ -173,7 +176,10 @@ class ProblemIndex:
             seen.add((d.before, d.after))
             if self.jobs_pos[d.before] >= self.jobs_pos[d.after]:
                 raise ValueError(f"jobs are not in topological order: {d.before} -> {d.after}")
+            self._check_ops(d)
             self.producers[d.after].append(d.before)
+            self.deps_into[d.after].append(d)
+            self.deps_from[d.before].append(d)
             self.consumers[d.before].append(d.after)
 
     @staticmethod
@@ -214,20 +220,23 @@ class ProblemIndex:
                     for b, lag in self.in_edges[t.name]:
                         h = max(h, self.head[b] + self.tasks[b].task.duration + lag)
                     if t.name in mode.inputs:
-                        for a in self.producers[job.name]:
-                            h = max(h, self.earliest_available(a, t.resource))
+                        for d in self.deps_into[job.name]:
+                            for pop, _cop, u in self.problem.ports(d, mode):
+                                if u == t.name:
+                                    h = max(h, self.earliest_available(d.before, t.resource, pop))
                     self.head[t.name] = h
                 out = mode.task(mode.output)
                 end = self.head[out.name] + out.duration
                 best = end if best is None else min(best, end)
             self.min_ready[job.name] = best  # type: ignore[assignment]
 
-    def earliest_available(self, producer: str, resource: str) -> int:
-        """Lower bound on when a consumer task on `resource` may start after `producer`."""
+    def earliest_available(self, producer: str, resource: str, op: str | None = None) -> int:
+        """Lower bound on when a consumer task on `resource` may start after `producer` (after
+        its op `op`'s result, None: after its output)."""
         job = self.jobs[producer]
         best = None
         for mode in job.modes:
-            out = mode.task(mode.output)
+            out = mode.task(mode.output if op is None else mode.output_of(op))
             v = self.head[out.name] + out.duration + self.lag(out.resource, resource)
             best = v if best is None else min(best, v)
         return best  # type: ignore[return-value]
@@ -240,17 +249,22 @@ class ProblemIndex:
                     q = 0
                     for a, lag in self.out_edges[t.name]:
                         q = max(q, lag + self.tasks[a].task.duration + self.tail[a])
-                    if t.name == mode.output:
-                        for c in self.consumers[job.name]:
-                            q = max(q, self._consumer_tail(c, t.resource))
+                    for d in self.deps_from[job.name]:
+                        for pop, cop in d.ops or ((None, None),):
+                            if t.name == (mode.output if pop is None else mode.output_of(pop)):
+                                q = max(q, self._consumer_tail(d.after, t.resource, cop))
                     self.tail[t.name] = q
 
-    def _consumer_tail(self, consumer: str, from_resource: str) -> int:
+    def _consumer_tail(self, consumer: str, from_resource: str, op: str | None = None) -> int:
+        """Least time after a producer's result until the end, over `consumer`'s modes (only the
+        input tasks that read op `op` wait for it; None: every input task)."""
         job = self.jobs[consumer]
         best = None
         for mode in job.modes:
             v = 0
             for i in mode.inputs:
+                if op is not None and not mode.reads_op(i, op):
+                    continue
                 u = mode.task(i)
                 v = max(v, self.lag(from_resource, u.resource) + u.duration + self.tail[u.name])
             best = v if best is None else min(best, v)
@@ -323,6 +337,26 @@ class ProblemIndex:
                 msgs.append(capacity_message(g.name, g.channels, need[g.name], g.capacity_rows,
                                              at_least=True))
         return "; ".join(msgs) if msgs else None
+
+    def _check_ops(self, d: Dependency) -> None:
+        """Op-level dependency pairs name covered ops, and every mode of the consumer has an
+        input task that reads each consumer op (else the dependency would silently vanish)."""
+        before, after = self.jobs[d.before], self.jobs[d.after]
+        for pop, cop in d.ops:
+            if pop not in before.ops or cop not in after.ops:
+                raise ValueError(f"dependency {d.before}->{d.after}: ops ({pop}, {cop}) are not covered by the jobs")
+            for mode in after.modes:
+                if not any(mode.reads_op(u, cop) for u in mode.inputs):
+                    raise ValueError(f"dependency {d.before}->{d.after}: no input task of mode {mode.name!r} "
+                                     f"reads op {cop}")
+
+    def input_waits(self, job: str, mode: Mode, chosen: Mapping[str, str]) -> dict[str, list[str]]:
+        """Input task of `mode` -> the output tasks (of the producers' `chosen` modes) it waits for."""
+        waits: dict[str, list[str]] = {}
+        for d in self.deps_into[job]:
+            for o, u in self.problem.links(d, self.mode(d.before, chosen[d.before]), mode):
+                waits.setdefault(u, []).append(o)
+        return waits
 
     def mode(self, job: str, mode: str) -> Mode:
         try:

@@ -1,15 +1,15 @@
 """Internal mode edges and job dependencies.
 
 - Internal edge (a -> b, lag) of mode m: start(b) >= end(a) + lag, enforced by m's literal.
-- `ready[j]`: for a job with a choice, an integer var equal to the end of the chosen mode's
-  output task (`ready == end(out_m)` enforced by each mode's literal); for a job without a
-  choice, simply the expression end(out).
-- Dependency a -> b: every input task u of b's chosen mode starts at or after
-  ready[a] + lag(resource of a's output task, resource of u). When a's live modes put their
-  output on different resources, the lag depends on a's choice: the constraint with the smallest
-  possible lag holds whenever b's mode is chosen, and each larger lag is added under the extra
-  literal "a's output is on resource r" (`out_lit`, the sum of a's literals with that output
-  resource; reused across consumers).
+- `ready[(j, op)]`: for a job with a choice, an integer var equal to the end of the chosen
+  mode's task that makes op's result ready (`Mode.output_of(op)`; op None: the output task),
+  enforced by each mode's literal; when all modes agree on that task, simply its end.
+- Dependency a -> b (`SchedulingProblem.ports`): each input task u of b's chosen mode that reads
+  a consumer op starts at or after ready[(a, producer op)] + lag(resource of that task,
+  resource of u). When a's live modes put that task on different resources, the lag depends on
+  a's choice: the constraint with the smallest possible lag holds whenever b's mode is chosen,
+  and each larger lag is added under the extra literal "a's task is on resource r" (`out_lit`,
+  the sum of a's literals with that resource; reused across consumers).
 """
 from __future__ import annotations
 
@@ -27,43 +27,53 @@ def add_internal_edges(ctx: ModelContext) -> None:
                     c.only_enforce_if(enf)
 
 
-def add_ready(ctx: ModelContext) -> None:
-    m = ctx.model
-    idx = ctx.index
-    for job in ctx.problem.jobs:
-        live = ctx.live_modes(job)
-        if len(live) == 1:
-            ctx.ready[job.name] = ctx.end(live[0].output)
-            continue
-        lo = min(idx.head[md.output] + md.task(md.output).duration for md in live)
-        hi = max(ctx.horizon - idx.tail[md.output] for md in live)
-        r = m.new_int_var(lo, hi, f"ready[{job.name}]")
-        for md in live:
-            m.add(r == ctx.end(md.output)).only_enforce_if(ctx.lit[(job.name, md.name)])
-        ctx.ready[job.name] = r
-        ctx.ready_var[job.name] = r
+def _out_task(mode, op: str | None) -> str:
+    return mode.output if op is None else mode.output_of(op)
 
 
-def _out_resources(ctx: ModelContext, job: str) -> list[str]:
+def ready(ctx: ModelContext, job: str, op: str | None = None):
+    """End of the chosen mode's task that makes `op`'s result ready (None: the job's output):
+    an expression when every live mode agrees on the task, else an integer var tied to each
+    mode's task by its literal (created once, reused across consumers)."""
+    key = (job, op)
+    if key in ctx.ready:
+        return ctx.ready[key]
+    m, idx = ctx.model, ctx.index
+    live = ctx.live_modes(ctx.index.jobs[job])
+    outs = [md.task(_out_task(md, op)) for md in live]
+    if len(live) == 1 or len({t.name for t in outs}) == 1:
+        r = ctx.end(outs[0].name)
+    else:
+        lo = min(idx.head[t.name] + t.duration for t in outs)
+        hi = max(ctx.horizon - idx.tail[t.name] for t in outs)
+        r = m.new_int_var(lo, hi, f"ready[{job}]" if op is None else f"ready[{job}|{op}]")
+        for md, t in zip(live, outs):
+            m.add(r == ctx.end(t.name)).only_enforce_if(ctx.lit[(job, md.name)])
+        ctx.ready_var[key] = r
+    ctx.ready[key] = r
+    return r
+
+
+def _out_resources(ctx: ModelContext, job: str, op: str | None) -> list[str]:
     res: list[str] = []
-    for md in ctx.live_modes(job):
-        r = md.task(md.output).resource
+    for md in ctx.live_modes(ctx.index.jobs[job]):
+        r = md.task(_out_task(md, op)).resource
         if r not in res:
             res.append(r)
     return res
 
 
-def out_literal(ctx: ModelContext, job: str, resource: str):
-    """Literal 'job's chosen mode has its output task on `resource`' (created once)."""
-    key = (job, resource)
+def out_literal(ctx: ModelContext, job: str, op: str | None, resource: str):
+    """Literal 'job's chosen mode makes op's result ready on `resource`' (created once)."""
+    key = (job, op, resource)
     if key in ctx.out_lit:
         return ctx.out_lit[key]
-    lits = [ctx.lit[(job, md.name)] for md in ctx.live_modes(job)
-            if md.task(md.output).resource == resource]
+    lits = [ctx.lit[(job, md.name)] for md in ctx.live_modes(ctx.index.jobs[job])
+            if md.task(_out_task(md, op)).resource == resource]
     if len(lits) == 1:
         y = lits[0]
     else:
-        y = ctx.model.new_bool_var(f"out[{job}|{resource}]")
+        y = ctx.model.new_bool_var(f"out[{job}|{resource}]" if op is None else f"out[{job}|{op}|{resource}]")
         ctx.model.add(y == sum(lits))
     ctx.out_lit[key] = y
     return y
@@ -73,24 +83,31 @@ def add_dependencies(ctx: ModelContext) -> None:
     m = ctx.model
     lag = ctx.problem.lag
     for job in ctx.problem.jobs:
-        for a in ctx.index.producers[job.name]:
-            out_res = _out_resources(ctx, a)
+        for d in ctx.index.deps_into[job.name]:
+            a = d.before
             for mode in ctx.live_modes(job):
                 enf = ctx.enf(job.name, mode.name)
-                for u in mode.inputs:
+                seen = set()
+                for pop, _cop, u in ctx.problem.ports(d, mode):
+                    if (pop, u) in seen:
+                        continue
+                    seen.add((pop, u))
+                    out_res = _out_resources(ctx, a, pop)
                     ures = mode.task(u).resource
                     lags = {r: lag(r, ures) for r in out_res}
                     base = min(lags.values())
-                    c = m.add(ctx.start[u] >= ctx.ready[a] + base)
+                    r_a = ready(ctx, a, pop)
+                    c = m.add(ctx.start[u] >= r_a + base)
                     if enf:
                         c.only_enforce_if(enf)
                     for r in out_res:
                         if lags[r] > base:
-                            y = out_literal(ctx, a, r)
-                            m.add(ctx.start[u] >= ctx.ready[a] + lags[r]).only_enforce_if(enf + [y])
+                            y = out_literal(ctx, a, pop, r)
+                            m.add(ctx.start[u] >= r_a + lags[r]).only_enforce_if(enf + [y])
 
 
 def add_precedence(ctx: ModelContext) -> None:
     add_internal_edges(ctx)
-    add_ready(ctx)
+    for job in ctx.problem.jobs:
+        ready(ctx, job.name)  # every job's output end, consumed or not (keeps the model of earlier versions)
     add_dependencies(ctx)

@@ -117,9 +117,8 @@ def brute_force_optimum(p: SchedulingProblem) -> int:
             arcs += [(e.before, e.after, e.lag) for e in m.edges]
         for d in p.dependencies:
             a, b = chosen[d.before], chosen[d.after]
-            out = a.task(a.output)
-            for i in b.inputs:
-                arcs.append((out.name, i, p.lag(out.resource, b.task(i).resource)))
+            for o, i in p.links(d, a, b):
+                arcs.append((o, i, p.lag(a.task(o).resource, b.task(i).resource)))
         by_res: dict[str, list[str]] = {}
         for t in tasks.values():
             by_res.setdefault(t.resource, []).append(t.name)
