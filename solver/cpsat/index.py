@@ -5,12 +5,13 @@ types, but cross references — task names, resources, edges, dependency jobs, t
 order — are checked here because a mistake there would silently produce a wrong schedule),
 and precomputes what every solver needs:
 
-- task lookup, topological order of each mode's internal DAG, producers/consumers per job;
+- task lookup, topological order of each mode's internal DAG, dependencies into/from each job;
 - heads: `head[t]` = a lower bound on the start of task t *if its mode is chosen*, from internal
-  edges and from every producer's cheapest possible output end (min over the producer's modes);
+  edges and, for an input task, from the cheapest possible end (min over the producer's modes)
+  of each producer result it waits for (`SchedulingProblem.ports`: op granularity);
 - tails: `tail[t]` = a lower bound on `makespan - end(t)` if t's mode is chosen (internal
-  successors; for the output task, every consumer's cheapest mode: min over the consumer's modes
-  of max over its input tasks);
+  successors; for a task that makes some op's result ready, every consumer's cheapest mode:
+  min over the consumer's modes of max over the input tasks that read that result);
 - a solver-free lower bound on the makespan (critical path, resource work, lumped refresh);
 - per-group minimum capacity need, and the human-readable capacity diagnostics.
 
@@ -163,8 +164,6 @@ class ProblemIndex:
                     if rows < 0:
                         raise ValueError(f"job {job.name!r} mode {mode.name!r}: negative usage")
                 self.topo[key] = self._topo_order(job, mode)
-        self.producers: dict[str, list[str]] = {j.name: [] for j in p.jobs}
-        self.consumers: dict[str, list[str]] = {j.name: [] for j in p.jobs}
         self.deps_into: dict[str, list[Dependency]] = {j.name: [] for j in p.jobs}
         self.deps_from: dict[str, list[Dependency]] = {j.name: [] for j in p.jobs}
         seen = set()
@@ -177,10 +176,8 @@ class ProblemIndex:
             if self.jobs_pos[d.before] >= self.jobs_pos[d.after]:
                 raise ValueError(f"jobs are not in topological order: {d.before} -> {d.after}")
             self._check_ops(d)
-            self.producers[d.after].append(d.before)
             self.deps_into[d.after].append(d)
             self.deps_from[d.before].append(d)
-            self.consumers[d.before].append(d.after)
 
     @staticmethod
     def _topo_order(job: Job, mode: Mode) -> list[Task]:
