@@ -114,8 +114,12 @@ class _Feed:
                  n_symbols: int | None, ch: int):
         self.hw, self.stream, self.signals, self.n_symbols, self.ch = hw, stream, signals, n_symbols, ch
         self.slice_len = max(1, slice_len)
-        self.base = 0  # stream index of the current table's first instruction
-        self.table = self._encode(0)
+        self._load(0)
+
+    def _load(self, start: int) -> None:
+        """Encode the slice from stream index `start`: `table` (rows), `prog` (the kernel's flat view)."""
+        self.base = start  # stream index of the current table's first instruction
+        self.table = self._encode(start)
         self.prog = np.ascontiguousarray(self.table.reshape(-1))
 
     def _encode(self, start: int) -> np.ndarray:
@@ -140,9 +144,7 @@ class _Feed:
         nxt = self.base + len(self.table)
         if nxt >= len(self.stream):
             return False
-        self.table = self._encode(nxt)
-        self.prog = np.ascontiguousarray(self.table.reshape(-1))
-        self.base = nxt
+        self._load(nxt)
         state["st"][K.ST_POS] = 0
         state["st"][K.ST_BASE] = nxt
         return True

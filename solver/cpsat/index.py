@@ -212,15 +212,16 @@ class ProblemIndex:
         for job in self.problem.jobs:
             best = None
             for mode in job.modes:
+                waits: dict[str, list[tuple[str, str | None]]] = {}  # input task -> (producer job, op)
+                for d in self.deps_into[job.name]:
+                    for pop, _cop, u in self.problem.ports(d, mode):
+                        waits.setdefault(u, []).append((d.before, pop))
                 for t in self.topo[(job.name, mode.name)]:
                     h = 0
                     for b, lag in self.in_edges[t.name]:
                         h = max(h, self.head[b] + self.tasks[b].task.duration + lag)
-                    if t.name in mode.inputs:
-                        for d in self.deps_into[job.name]:
-                            for pop, _cop, u in self.problem.ports(d, mode):
-                                if u == t.name:
-                                    h = max(h, self.earliest_available(d.before, t.resource, pop))
+                    for producer, pop in waits.get(t.name, ()):
+                        h = max(h, self.earliest_available(producer, t.resource, pop))
                     self.head[t.name] = h
                 out = mode.task(mode.output)
                 end = self.head[out.name] + out.duration
