@@ -203,7 +203,7 @@ class Hardware(_Strict):
     """A complete PIM device: what the compiler targets and the simulator executes."""
 
     name: str
-    isa_version: str = "1.1"
+    isa_version: str = "1.2"
     organization: Organization
     pim: PIM
     host: Host

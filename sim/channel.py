@@ -30,7 +30,7 @@ from .result import LOG_DTYPE
 # the kernel reads must live in it.
 ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC = range(8)
 assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC"), "update the kernel's command indices"
-OP_SIG, OP_WAIT, OP_HOP, OP_EPI = 8, 9, 10, 11
+OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV = 8, 9, 10, 11, 12
 # instruction table columns (see encode.py)
 (C_OP, C_STAMP, C_MASK, C_ROW, C_COL, C_N, C_GB, C_ACC, C_CNT, C_BANK, C_SYM) = range(11)
 WIDTH = 11

@@ -17,9 +17,10 @@ from hwmodel.isa import Instruction
 from hwmodel.model import COMMANDS, Hardware
 
 from .channel import (C_ACC, C_BANK, C_CNT, C_COL, C_GB, C_MASK, C_N, C_OP, C_ROW, C_STAMP, C_SYM, OP_EPI,  # noqa: F401
-                      OP_HOP, OP_SIG, OP_WAIT, WIDTH)
+                      OP_HMV, OP_HOP, OP_SIG, OP_WAIT, WIDTH)
 
-OPCODES = {**{c: i for i, c in enumerate(COMMANDS)}, "SIG": OP_SIG, "WAIT": OP_WAIT, "HOP": OP_HOP, "EPI": OP_EPI}
+OPCODES = {**{c: i for i, c in enumerate(COMMANDS)}, "SIG": OP_SIG, "WAIT": OP_WAIT, "HOP": OP_HOP, "EPI": OP_EPI,
+           "HMV": OP_HMV}
 
 
 _NARGS = np.zeros(len(OPCODES), dtype=np.int64)
@@ -78,7 +79,7 @@ def encode_stream(hw: Hardware, stream: list[Instruction]) -> np.ndarray:
             out[sel, C_CNT] = arg(sel, 2)
             out[sel, C_N] = -(-4 * arg(sel, 2) // bpb)
             out[sel, C_SYM] = arg(sel, 3)
-        else:  # SIG, WAIT (signal id), HOP, EPI (op index)
+        else:  # SIG, WAIT (signal id), HOP, EPI, HMV (op index)
             out[sel, C_ROW] = arg(sel, 0)
             out[sel, C_N] = 0
             out[sel, C_CNT] = 0

@@ -6,7 +6,8 @@ instructions in the order of the cycles their effects happen:
   channel instruction   acts at its first command's issue cycle (bank, global buffer and
                         accumulator effects; reads of host tensors by WR/WRGB);
                         RD / RDACC deliver into host tensors at completion (last command + CL + BL2)
-  HOP / EPI             read their inputs at start, write their outputs at end
+  HOP / EPI / HMV       read their inputs at start, write their outputs at end (HMV adds into
+                        the staging tensor `Y#acc`, like RDACC)
   SIG / WAIT            carry vector clocks (which instructions of other streams are known done)
 At one cycle, deliveries come before SIG, then reads, WAITs and issues (in stream order).
 
@@ -16,7 +17,8 @@ to the accumulator in fp32, burst after burst. RDACC adds the accumulators (fp32
 tensor and clears them (stride 0: their sum, in order, into one element); the result is rounded
 to the host tensor's dtype (fp32 for staging tensors `X#acc`). WRGB and WR convert host values to the PIM dtype; RD converts to the host
 tensor's dtype. EPI: gemv out = round(staging + bias), attn_score out = round(staging *
-1/sqrt(head_dim)), attn_context out = round(staging). HOP runs ir.reference.execute.
+1/sqrt(head_dim)), attn_context out = round(staging). HOP runs ir.reference.execute. HMV: the
+rows' dot products in fp32 (x and W as stored on the host), added to the staging tensor.
 """
 from __future__ import annotations
 
@@ -212,7 +214,7 @@ class Machine:
             if s == self.C:
                 issue, done = self.timed.host.issue, self.timed.host.done
                 ops = np.array([OPCODES[x.op] for x in self.ss.host], dtype=np.int64)
-                deliv = (ops == OPCODES["HOP"]) | (ops == OPCODES["EPI"])
+                deliv = np.isin(ops, (OPCODES["HOP"], OPCODES["EPI"], OPCODES["HMV"]))
             else:
                 st = self.timed.channels[s]
                 issue, done = st["issue"], st["done"]
@@ -249,6 +251,8 @@ class Machine:
         if ins.op in ("SIG", "WAIT"):
             return self._sync(s, i, ins, time)
         op = self.program.ops[ins.get("op")]
+        if ins.op == "HMV":
+            return self._hmv(op, ins, s, i, time)
         if ins.op == "HOP":
             vals = {}
             for n in op.inputs:
@@ -273,6 +277,19 @@ class Machine:
             tt = self.program.tensors[name]
             t = self.host[name] = HostTensor(name, tt.shape, tt.dtype.value)
         self.pending[(s, i)] = (t, slice(0, t.size), np.asarray(out).reshape(-1), False)
+
+    def _hmv(self, op, ins, s: int, i: int, time: int) -> None:
+        """Rows row0.. of a gemv on the host: fp32 x . W[n] added into the staging `Y#acc` at delivery."""
+        b, k = self.program.tensors[op.inputs[0]].shape
+        n = self.program.tensors[op.inputs[1]].shape[0]
+        row0, rows = ins.get("row0"), ins.get("rows")
+        xt = self._operand(op.inputs[0], s, i, time)
+        x = self.read(xt, slice(0, xt.size), s, i, time).astype(F32).reshape(b, k)
+        wt = self._operand(op.inputs[1], s, i, time)
+        w = self.read(wt, slice(row0 * k, (row0 + rows) * k), s, i, time).astype(F32).reshape(rows, k)
+        st = self._named(op.outputs[0] + "#acc", s, i, time)
+        idx = (np.arange(b)[:, None] * n + row0 + np.arange(rows)[None, :]).reshape(-1)
+        self.pending[(s, i)] = (st, idx, (x @ w.T).reshape(-1), True)
 
     def _channel_event(self, time: int, prio: int, s: int, i: int) -> None:
         if i >= 1 << 40:

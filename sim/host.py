@@ -10,11 +10,13 @@ Costs, in memory-clock cycles (all integers):
       (weights, norm parameters and kv caches are not counted), rate = ``vector_elements_per_cycle``.
   A HOP with ``chain=1`` is fused with the HOP before it (one kernel launch): no dispatch cost.
   Likewise an EPI with ``chain=1`` (the epilogues of a fused group of GEMVs, one launch).
+* ``host_mv_cycles(hw, program, i, rows)`` - rows of gemv ``program.ops[i]`` on the host (HMV):
+  ``dispatch_cycles + ceil(B*rows*K / matrix_macs_per_cycle)``; with ``chain=1`` no dispatch.
 * ``epilogue_cycles(hw, program, i)`` - epilogue of a PIM-dispatched op (EPI):
   ``dispatch_cycles + ceil(output elements / vector_elements_per_cycle)``.
 
-Host stream timing: the unit runs one instruction at a time. HOP/EPI start at
-max(end of the previous HOP/EPI, release of every WAIT before it); a stamped one starts exactly
+Host stream timing: the unit runs one instruction at a time. HOP/EPI/HMV start at
+max(end of the previous HOP/EPI/HMV, release of every WAIT before it); a stamped one starts exactly
 at its stamp, which must be >= that. end = start + duration. A SIG is set at the largest end of
 the host instructions before it. WAIT id releases at signal time + ``sync_cycles``.
 """
@@ -26,10 +28,11 @@ import numpy as np
 
 from hwmodel.model import Hardware
 
-from .encode import C_OP, C_ROW, C_STAMP, OP_EPI, OP_HOP, OP_SIG, OP_WAIT
+from .encode import C_OP, C_ROW, C_STAMP, OP_EPI, OP_HMV, OP_HOP, OP_SIG, OP_WAIT
 from .errors import SimulationError
 
 _MATRIX = ("gemv", "attn_score", "attn_context")
+HOST_KIND = {OP_HOP: 0, OP_EPI: 1, OP_HMV: 2}  # index into sim.result.HOST_KINDS
 
 
 def _numel(shape) -> int:
@@ -60,6 +63,13 @@ def host_op_cycles(hw: Hardware, program, op_index: int) -> int:
         work = _activation_elements(program, op.inputs) + _activation_elements(program, op.outputs)
         rate = hw.host.vector_elements_per_cycle
     return hw.host.dispatch_cycles + -(-work // rate)
+
+
+def host_mv_cycles(hw: Hardware, program, op_index: int, rows: int) -> int:
+    """Cycles the host unit is busy with `rows` rows of gemv ``program.ops[op_index]`` (HMV)."""
+    op = program.ops[op_index]
+    b, k = program.tensors[op.inputs[0]].shape
+    return hw.host.dispatch_cycles + -(-b * rows * k // hw.host.matrix_macs_per_cycle)
 
 
 def chain_cycles(hw: Hardware, program, op_indices) -> list[int]:
@@ -101,7 +111,8 @@ class HostRunner:
 
     def _duration(self, kind: int, op_index: int, i: int) -> int:
         chained = self.stream[i].get("chain") == 1
-        key = (kind, op_index, chained)
+        rows = self.stream[i].get("rows") if kind == OP_HMV else 0
+        key = (kind, op_index, chained, rows)
         if key not in self._cost:
             ins = self.stream[i]
             if self.program is None:
@@ -110,6 +121,9 @@ class HostRunner:
             if op_index >= len(self.program.ops):
                 raise SimulationError("symbol", f"op {op_index} does not exist (program has "
                                       f"{len(self.program.ops)} ops)", stream="host", instr=i, instruction=ins)
+            if kind == OP_HMV:
+                self._cost[key] = self._hmv_cycles(op_index, i) - (self.hw.host.dispatch_cycles if chained else 0)
+                return self._cost[key]
             if kind == OP_EPI and self.program.ops[op_index].kind.value not in _MATRIX:
                 raise SimulationError("symbol", f"EPI of op {op_index} '{self.program.ops[op_index].name}' "
                                       f"({self.program.ops[op_index].kind.value}): only gemv/attn_score/"
@@ -118,6 +132,18 @@ class HostRunner:
             # a HOP (EPI) chained to the one before it is part of the same kernel launch
             self._cost[key] = fn(self.hw, self.program, op_index) - (self.hw.host.dispatch_cycles if chained else 0)
         return self._cost[key]
+
+    def _hmv_cycles(self, op_index: int, i: int) -> int:
+        ins, op = self.stream[i], self.program.ops[op_index]
+        if op.kind.value != "gemv":
+            raise SimulationError("symbol", f"HMV of op {op_index} '{op.name}' ({op.kind.value}): only a gemv has "
+                                  "rows to split", stream="host", instr=i, instruction=ins)
+        n = self.program.tensors[op.inputs[1]].shape[0]
+        row0, rows = ins.get("row0"), ins.get("rows")
+        if rows < 1 or row0 + rows > n:
+            raise SimulationError("symbol", f"HMV rows {row0}..{row0 + rows - 1} of op '{op.name}' outside its "
+                                  f"{n} rows", stream="host", instr=i, instruction=ins)
+        return host_mv_cycles(self.hw, self.program, op_index, rows)
 
     def run(self, sig: np.ndarray) -> bool:
         """Advance until the end (True) or a WAIT on an unset signal (False, self.block)."""
@@ -140,9 +166,10 @@ class HostRunner:
                 rel = int(sig[arg]) + sync
                 self.wait = max(self.wait, rel)
                 self.issue[i] = self.lastc[i] = self.done[i] = rel
-            elif op in (OP_HOP, OP_EPI):
-                if op == OP_HOP and self.stream[i].get("chain") == 1 and (i == 0 or self.stream[i - 1].op != "HOP"):
-                    raise SimulationError("stream", "HOP chain=1 must directly follow a HOP (it continues that "
+            elif op in (OP_HOP, OP_EPI, OP_HMV):
+                name = self.stream[i].op
+                if op != OP_EPI and self.stream[i].get("chain") == 1 and (i == 0 or self.stream[i - 1].op != name):
+                    raise SimulationError("stream", f"{name} chain=1 must directly follow a {name} (it continues that "
                                           "kernel launch)", stream="host", instr=i, instruction=self.stream[i])
                 dur = self._duration(op, arg, i)
                 earliest = max(self.free, self.wait)
@@ -166,10 +193,10 @@ class HostRunner:
                 self.done[i] = end
                 self.free = end
                 self.max_end = max(self.max_end, end)
-                self.events.append((start, end, arg, 0 if op == OP_HOP else 1, i))
+                self.events.append((start, end, arg, HOST_KIND[op], i))
             else:
                 raise SimulationError("stream", f"{self.stream[i].op} is a channel instruction; the host "
-                                      "stream runs HOP, EPI, SIG and WAIT", stream="host", instr=i,
+                                      "stream runs HOP, EPI, HMV, SIG and WAIT", stream="host", instr=i,
                                       instruction=self.stream[i])
             self.pos += 1
         return True

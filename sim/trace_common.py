@@ -20,7 +20,7 @@ The simulator, when recording, hands over
   buffer); a REF with bank == -1 and mask == 0 refreshes the whole channel.
 
 * *host events*: a structured array of dtype :data:`HOST_EVENT_DTYPE` (start, end, op, kind with
-  kind "HOP" or "EPI"), optionally with the op names as a list indexed by op.
+  kind "HOP", "EPI" or "HMV"), optionally with the op names as a list indexed by op.
 
 This module holds the dtypes and their constructors (:func:`command_log`, :func:`host_events`),
 input validation, the atomic writer (:func:`_atomic_open`: a temporary file beside the target,

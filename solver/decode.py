@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from hwmodel.isa import ISA, ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
-from sim.host import chain_cycles, epilogue_chain_cycles
+from sim.host import chain_cycles, epilogue_chain_cycles, host_mv_cycles
 
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
@@ -27,7 +27,7 @@ from .kv_emit import emit_kv_append
 from .layout import Layout
 from .lower import Lowering
 from .problem import HOST, SchedulingProblem, Solution
-from .symbols import Symbols, host_copy
+from .symbols import Symbols, host_copy, staging
 from .task_timing import TaskTiming, max_latency_after, time_task
 from .tiling import channel_signature
 
@@ -108,6 +108,12 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     if kind in ("EPI", "HOP"):
         ins = make(kind, op=op_index[what])
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration
+    if kind == "HMVS":  # rows of gemvs on the host, one launch
+        seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
+        busy = [host_mv_cycles(hw, program, op_index[o], n) - (hw.host.dispatch_cycles if k else 0)
+                for k, (o, _r0, n) in enumerate(what)]
+        rel = tuple(sum(busy[:k]) for k in range(len(busy)))
+        return {-1: (lambda: seq, rel)}, task.duration, task.duration
     if kind in ("HOPS", "EPIS"):  # one launch, the later ops chained to the first
         single = "HOP" if kind == "HOPS" else "EPI"
         seq = [make(single, op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
@@ -184,7 +190,12 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
                 placements.extend(lay.placements())
             in_banks.update(p.resident for p in pl.shape.parts) if pl.shape.parts else in_banks.add(pl.shape.resident)
             if pl.kind == "hostgemv":
-                sym.id(host_copy(pl.shape.resident))
+                for res in dict.fromkeys(p.resident for p in pl.shape.parts) if pl.shape.parts else (pl.shape.resident,):
+                    sym.id(host_copy(res))
+        for role in mode.payload.roles.values():
+            if role[0] == "HMVS":  # the staging tensors the HMVs add into
+                for o, _r0, _n in role[1]:
+                    sym.id(staging(program.op(o).outputs[0]))
         for task in mode.tasks:
             commands[task.name] = _task_commands(hw, program, sym, op_index, groups, task, mode.payload.roles[task.name],
                                                  tilings, layouts[job.name], appends)

@@ -9,28 +9,32 @@ from .symbols import Symbols, host_copy
 
 
 def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> list[Instruction]:
-    """RD every real element of the tiling's resident matrix on channel `ci` into the host copy.
+    """RD every real element of the tiling's resident matrix on channel `ci` into the host copy
+    (of each fused op's weight, for a fused matrix).
 
     Segment by segment: activate the segment in all units' banks at once, read each unit's runs
     (single-bank column reads), precharge.
     """
     t, sh = lay.t, lay.t.shape
     epb = t.elements_per_burst
-    dst = symbols.id(host_copy(sh.resident))
     ch = t.channels[ci]
+    dst: dict[str, int] = {}  # resident tensor -> id of its host copy (a fused matrix has one per op)
     by_segment: dict[int, list[tuple[int, int, int, int]]] = {}
     for slot, pu, m, pr0, nrows, p, c in lay.pass_blocks(ci):
         k0 = c * t.chunk_bursts * epb
         for a in range(nrows):
             addr = lay.address(slot, p, c, a)
+            res = sh.resident_at(pr0 + a)
+            if res not in dst:
+                dst[res] = symbols.id(host_copy(res))
             by_segment.setdefault(addr.segment, []).append(
-                (lay.bank(pu, addr.segment), addr.col, t.chunk_len(c), sh.element_index(m, pr0 + a, k0)))
+                (lay.bank(pu, addr.segment), addr.col, t.chunk_len(c), sh.element_index(m, pr0 + a, k0), dst[res]))
     seq: list[Instruction] = []
     for seg in sorted(by_segment):
         mask = lay.segment_mask(seg)
         seq.append(make("ACT", mask=mask, row=lay.row(ch, seg)))
         # interleave banks so consecutive reads alternate bank groups where possible
-        for bank, col, n, start in sorted(by_segment[seg], key=lambda r: (r[1], r[0])):
-            seq.append(make("RD", bank=bank, col=col, count=n, dst=dst, offset=start))
+        for bank, col, n, start, d in sorted(by_segment[seg], key=lambda r: (r[1], r[0])):
+            seq.append(make("RD", bank=bank, col=col, count=n, dst=d, offset=start))
         seq.append(make("PRE", mask=mask))
     return seq

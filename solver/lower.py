@@ -2,8 +2,8 @@
 
 Jobs follow the program in topological order:
 - a gemv becomes a job whose modes are PIM tilings over channel-group subsets (all groups,
-  each half, each single group) and, as a dispatch alternative, the host (weights read over
-  the link, GEMM on the host matrix unit);
+  each half, each single group) and, as dispatch alternatives, the host (weights read over
+  the link, GEMM on the host matrix unit) and a split of its rows between both (solver/split.py);
 - kv_append + attn_score and kv_append + attn_context become one job each (the append writes
   where the attention op's layout keeps the cache), PIM over group subsets;
 - every other op is a host job (one HOP task).
@@ -26,6 +26,7 @@ from .layout import Layout
 from .fusion import fusion_groups, host_chains
 from .mvshape import MVShape, fused_shape, mv_shape
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
+from .split import split_modes
 from .symbols import Symbols
 from .task_timing import TaskTiming, time_task
 from .tiling import Tiling, make_tiling
@@ -58,7 +59,8 @@ class ModePayload:
     """For the decoder: the MV tilings a mode lays out (rows allocated in this order) and what
     each task runs: ("mv", i) / ("append", i) / ("rd", i) on the i-th tiling's channels of the
     task's group, or ("EPI", op) / ("HOP", op) on the host, or ("EPIS", ops) / ("HOPS", ops): one
-    kernel launch for several ops (the later ones chained)."""
+    kernel launch for several ops (the later ones chained), or ("HMVS", ((op, first row, rows), ...)):
+    rows of gemvs on the host, one launch (solver/split.py)."""
 
     tilings: tuple[MVPayload, ...]
     roles: dict[str, tuple[str, object]]
@@ -291,9 +293,11 @@ class Lowerer:
                 for m in members[1:]:
                     absorbed[m] = op.name
                 name = "+".join(members)
-                modes = self._pim_modes(name, fused_shape(p, members, name), None, "fused")
+                shape = fused_shape(p, members, name)
+                modes = self._pim_modes(name, shape, None, "fused")
                 if self.opt.style != "naive":
                     modes += self._unfused_modes(name, members)
+                    modes += split_modes(self, name, shape, "fused-split")
                 else:
                     modes = self._unfused_modes(name, members)
                 jobs.append(self._job(name, covered, modes))
@@ -308,6 +312,7 @@ class Lowerer:
                         modes.append(self._host_gemv_mode(op.name, i, shape))
                     except _TooBig:
                         pass
+                    modes += split_modes(self, op.name, shape)
             elif op.name in chains:
                 members = chains[op.name]
                 covered = list(members)

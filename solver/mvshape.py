@@ -27,6 +27,12 @@ class Part:
     output: str
     row0: int
     rows: int
+    src0: int = 0  # the op's row at row0 (> 0 when a split leaves the op's first rows elsewhere)
+    out_rows: int = 0  # rows of the op's output (0: `rows`, the part covers the whole op)
+
+    @property
+    def op_rows(self) -> int:
+        return self.out_rows or self.rows
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ class MVShape:
         p = self.part_of(row)
         if p is None:
             return self.output, self.output_index(m, v, row)
-        return p.output, v * p.rows + (row - p.row0)
+        return p.output, v * p.op_rows + (row - p.row0 + p.src0)
 
     def same_part(self, row_a: int, row_b: int) -> bool:
         return self.part_of(row_a) is self.part_of(row_b)
@@ -85,7 +91,7 @@ class MVShape:
         """Flat index into the resident tensor of matrix m's element (row, k)."""
         if self.kind_key == "gemv":
             p = self.part_of(row)
-            return ((row - p.row0) if p else row) * self.k + k
+            return ((row - p.row0 + p.src0) if p else row) * self.k + k
         b, g = self.matrix_coords(m)
         base = (b * self.groups + g) * self.max_ctx
         if self.kind_key == "score":
@@ -163,3 +169,18 @@ def fused_shape(program: Program, op_names: list[str], name: str) -> MVShape:
         row0 += s.rows
     return MVShape(name, first.kind, first.resident, first.vector, first.output, 1, row0, first.k, first.vectors,
                    "gemv", batch=first.batch, parts=tuple(parts))
+
+
+def row_range(shape: MVShape, lo: int, hi: int, name: str) -> MVShape:
+    """Rows [lo, hi) of a (possibly fused) gemv matrix as a matrix of its own: the parts it cuts
+    keep the op rows and output rows they stand for (`src0`, `out_rows`). A GEMV split between
+    the PIM units and the host is two such ranges."""
+    if shape.kind_key != "gemv" or not 0 <= lo < hi <= shape.rows:
+        raise ValueError(f"rows [{lo}, {hi}) of {shape.op} ({shape.kind_key}, {shape.rows} rows)")
+    parts = []
+    for p in shape.parts:
+        a, b = max(lo, p.row0), min(hi, p.row0 + p.rows)
+        if a < b:
+            parts.append(Part(p.op, p.resident, p.output, a - lo, b - a, p.src0 + a - p.row0, p.op_rows))
+    return MVShape(name, shape.kind, parts[0].resident, shape.vector, parts[0].output, 1, hi - lo, shape.k,
+                   shape.vectors, "gemv", batch=shape.batch, parts=tuple(parts))

@@ -26,6 +26,8 @@ def small_stream():
         make("SIG", id=2),
         make("HOP", op=7),
         make("EPI", op=8),
+        make("HMV", op=9, row0=3584, rows=512),
+        make("HMV", op=10, row0=0, rows=4096, chain=1),
     ]
 
 

@@ -12,3 +12,5 @@ PRE mask=0xFFFF
 SIG id=2
 HOP op=7 chain=0
 EPI op=8 chain=0
+HMV op=9 row0=3584 rows=512 chain=0
+HMV op=10 row0=0 rows=4096 chain=1

@@ -1,0 +1,113 @@
+"""GEMVs split between the PIM units and the host: a dispatch alternative at row granularity.
+
+At large batch a PIM unit spends `batch` MACs on every weight burst, while reading the burst over
+the link costs the channel one burst slot: the host matrix unit, idle during the GEMV, can take
+the last rows of the matrix. A split mode of a (possibly fused) gemv job:
+
+- per group: the PIM task over rows [0, R - h) (the same emission as the all-group PIM mode),
+  and an RD task that reads rows [R - h, R) over the link into the weights' host copies (it needs
+  no input, so it may run before the job's producers are done);
+- on the host: HMV for those rows (one launch; a fused matrix gets one HMV per op it cuts), adding
+  into the staging tensors the PIM read-outs add into, after every RD;
+- the epilogue(s), after every PIM task and the HMV.
+
+h is offered at the two multiples of the unit count around the balance point
+h / R = (P - D - 2 sync) / (P - Rd + H), with P the all-PIM task duration, Rd the groups' time to
+read all rows over the link, H the host's cycles for all rows and D its dispatch cost; none when
+Rd >= P (batch 1 and 4 on the presets: reading a burst over the link costs the channel about what
+its MACs do) or the point is below half a multiple.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sim.host import epilogue_chain_cycles, host_mv_cycles
+
+from .mvshape import MVShape, row_range
+from .problem import HOST, Edge, Mode, Task
+
+if TYPE_CHECKING:
+    from .lower import Lowerer
+
+
+def host_rows_candidates(lw: "Lowerer", shape: MVShape, pim_duration: int, read_duration: int) -> list[int]:
+    """Host rows h to offer: the multiples of the unit count around the balance point, where the
+    groups' work (1 - f) P + f Rd equals the host's f H + D + 2 sync (f = h / R)."""
+    hw = lw.hw
+    q = hw.total_pus
+    rows = shape.rows
+    if read_duration >= pim_duration:  # every row moved to the host costs the channels more
+        return []
+    host_all = shape.vectors * rows * shape.k / hw.host.matrix_macs_per_cycle
+    fixed = hw.host.dispatch_cycles + 2 * hw.host.sync_cycles
+    h = rows * (pim_duration - fixed) / (pim_duration - read_duration + host_all)
+    if h < q / 2:
+        return []
+    lo, hi = int(h // q) * q, -(-int(h) // q) * q
+    return sorted({c for c in (lo, hi) if 0 < c <= rows - q})
+
+
+def hmv_list(lw: "Lowerer", host_shape: MVShape) -> tuple[tuple[str, int, int], ...]:
+    """(op, first op row, rows) of each HMV the host part needs, in row order."""
+    return tuple((p.op, p.src0, p.rows) for p in host_shape.parts)
+
+
+def hmv_cycles(lw: "Lowerer", hmvs) -> list[int]:
+    """Busy cycles of each HMV of one launch (only the first pays dispatch)."""
+    index = {op.name: i for i, op in enumerate(lw.p.ops)}
+    d = lw.hw.host.dispatch_cycles
+    return [host_mv_cycles(lw.hw, lw.p, index[op], rows) - (d if k else 0) for k, (op, _r0, rows) in enumerate(hmvs)]
+
+
+def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "split") -> list[Mode]:
+    """Split modes of gemv job `name` over all groups (see the module docstring)."""
+    from .lower import MVPayload, ModePayload, _TooBig
+
+    hw = lw.hw
+    if lw.opt.style != "overlap" or not lw.opt.host_gemv or shape.kind_key != "gemv" \
+            or shape.k % hw.elements_per_burst:
+        return []
+    channels = tuple(c for g in lw.groups for c in g.channels)
+    gnames = tuple(g.name for g in lw.groups)
+    try:
+        full, _ = lw._mv_timing(shape, channels, lw.opt.style, "mv")
+        read_all, _ = lw._mv_timing(shape, channels, lw.opt.style, "rd")
+    except _TooBig:
+        return []
+    index = {op.name: i for i, op in enumerate(lw.p.ops)}
+    sync = hw.host.sync_cycles
+    modes = []
+    for h in host_rows_candidates(lw, shape, full.duration, read_all.duration):
+        pim_shape = row_range(shape, 0, shape.rows - h, name)
+        host_shape = row_range(shape, shape.rows - h, shape.rows, name)
+        try:
+            pim, pim_layout = lw._mv_timing(pim_shape, channels, lw.opt.style, "mv")
+            rd, rd_layout = lw._mv_timing(host_shape, channels, lw.opt.style, "rd")
+        except _TooBig:
+            continue
+        tag = f"{tag_prefix}{h}[all]"
+        hmvs = hmv_list(lw, host_shape)
+        hmv = Task(f"{name}/{tag}/hmv", HOST, max(1, sum(hmv_cycles(lw, hmvs))))
+        if len(shape.ops) > 1:
+            busy = epilogue_chain_cycles(hw, lw.p, [index[op] for op in shape.ops])
+            epi = Task(f"{name}/{tag}/epi", HOST, max(1, sum(busy)))
+            epi_role = ("EPIS", tuple(shape.ops))
+        else:
+            epi = Task(f"{name}/{tag}/epi/{shape.ops[0]}", HOST, lw.host_cycles.epilogue(index[shape.ops[0]]))
+            epi_role = ("EPI", shape.ops[0])
+        tasks, edges, inputs, roles = [], [], [], {}
+        for g in gnames:
+            t = Task(f"{name}/{tag}/{g}", g, pim.duration)
+            r = Task(f"{name}/{tag}/{g}/rd", g, rd.duration)
+            tasks += [t, r]
+            inputs.append(t.name)
+            roles[t.name], roles[r.name] = ("mv", 0), ("rd", 1)
+            edges += [Edge(t.name, epi.name, sync), Edge(r.name, hmv.name, sync)]
+        edges.append(Edge(hmv.name, epi.name, 0))
+        inputs.append(hmv.name)
+        roles[hmv.name], roles[epi.name] = ("HMVS", hmvs), epi_role
+        usage = {g: pim_layout.rows_per_bank + rd_layout.rows_per_bank for g in gnames}
+        payload = ModePayload((MVPayload("mv", name, pim_shape, gnames, channels, lw.opt.style),
+                               MVPayload("hostgemv", name, host_shape, gnames, channels, lw.opt.style)), roles)
+        modes.append(Mode(tag, tuple(tasks) + (hmv, epi), tuple(edges), tuple(inputs), epi.name, usage, payload))
+    return modes

@@ -1,0 +1,96 @@
+"""HMV: rows of a gemv on the host, added into the staging tensor EPI reads (ISA 1.2)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hwmodel.isa import make
+from hwmodel.streams import Placement
+from ir import gemv_program, generate_inputs, generate_state, run
+from sim import SimulationError, simulate, verify
+from simgen import norm_gemv_program, streams
+
+N, K, B = 4, 32, 2
+
+
+def _read_all_rows(sig: int = 0):
+    """The whole 4x32 weight in row 3 of bank 1 (8 bursts), read into `gemv.weight#host`."""
+    pl = [Placement("gemv.weight", 0, 1, 3, 0, 0, N * K)]
+    ch = [make("ACT", mask=0b10, row=3), make("RD", bank=1, col=0, count=8, dst=1, offset=0),
+          make("PRE", mask=0b10), make("SIG", id=sig)]
+    return pl, ch
+
+
+def _run(hw, host, functional=True):
+    prog = gemv_program(N, K, batch=B, dtype="fp16")
+    pl, ch = _read_all_rows()
+    ss = streams(hw, ch, [], host=host, symbols=["x", "gemv.weight#host", "gemv.out#acc"], placements=pl)
+    st, inp = generate_state(prog), generate_inputs(prog)
+    return prog, st, inp, simulate(hw, ss, prog, st, inp, functional=functional)
+
+
+def _cycles(hw, rows, chained=False):
+    return (0 if chained else hw.host.dispatch_cycles) + -(-B * rows * K // hw.host.matrix_macs_per_cycle)
+
+
+def test_rows_on_the_host_then_epilogue_match_reference(fpga):
+    host = [make("WAIT", id=0), make("HMV", op=0, row0=0, rows=1), make("HMV", op=0, row0=1, rows=3, chain=1),
+            make("EPI", op=0)]
+    prog, st, inp, res = _run(fpga, host)
+    ok, err = verify(res, run(prog, inp, st))
+    assert ok, err
+    ev = res.host_events
+    assert ev["kind"].tolist() == [2, 2, 1]
+    assert (ev["end"] - ev["start"]).tolist()[:2] == [_cycles(fpga, 1), _cycles(fpga, 3, chained=True)]
+
+
+def test_rows_left_out_stay_zero_in_staging(fpga):
+    """HMV adds only its rows: with row 3 left out, that output is the epilogue of zero."""
+    host = [make("WAIT", id=0), make("HMV", op=0, row0=0, rows=3), make("EPI", op=0)]
+    prog, st, inp, res = _run(fpga, host)
+    ref = run(prog, inp, st)["gemv.out"].reshape(B, N)
+    got = np.asarray(res.outputs["gemv.out"]).reshape(B, N)
+    assert np.allclose(got[:, :3], ref[:, :3], rtol=2e-2, atol=2e-2)
+    assert np.all(got[:, 3] == 0)
+
+
+def test_reads_the_host_copy_only_after_the_rd_delivers(fpga):
+    with pytest.raises(SimulationError) as e:
+        _run(fpga, [make("HMV", op=0, row0=0, rows=4), make("WAIT", id=0)])
+    assert e.value.kind == "uninitialised" and "gemv.weight#host" in str(e.value)
+
+
+def test_host_unit_busy_boundary(fpga):
+    """A stamped HMV may start at the cycle the one before it ends, not one cycle earlier."""
+    first = _cycles(fpga, 4)
+    ok = [make("HMV", op=0, row0=0, rows=4, cycle=1000), make("HMV", op=0, row0=0, rows=4, cycle=1000 + first)]
+    _run(fpga, [make("WAIT", id=0)] + ok, functional=False)
+    early = [make("HMV", op=0, row0=0, rows=4, cycle=1000), make("HMV", op=0, row0=0, rows=4, cycle=999 + first)]
+    with pytest.raises(SimulationError) as e:
+        _run(fpga, [make("WAIT", id=0)] + early, functional=False)
+    assert e.value.kind == "bus" and e.value.instr == 2 and e.value.cycle == 999 + first
+
+
+@pytest.mark.parametrize("host, kind, text", [
+    ([make("HMV", op=0, row0=2, rows=3)], "symbol", "outside its 4 rows"),
+    ([make("HMV", op=0, row0=0, rows=0)], "symbol", "outside its 4 rows"),
+    ([make("HOP", op=0), make("HMV", op=0, row0=0, rows=1, chain=1)], "stream", "HMV chain=1 must directly follow"),
+])
+def test_malformed(fpga, host, kind, text):
+    with pytest.raises(SimulationError) as e:
+        _run(fpga, host, functional=False)
+    assert e.value.kind == kind and text in str(e.value)
+
+
+def test_only_a_gemv_has_rows(fpga):
+    prog = norm_gemv_program("fp16", 16)
+    ss = streams(fpga, [], [], host=[make("HMV", op=0, row0=0, rows=1)])
+    with pytest.raises(SimulationError) as e:
+        simulate(fpga, ss, prog, functional=False)
+    assert e.value.kind == "symbol" and "only a gemv has rows" in str(e.value)
+
+
+def test_host_cannot_be_a_channel_instruction(fpga):
+    with pytest.raises(SimulationError) as e:
+        simulate(fpga, streams(fpga, [make("HMV", op=0, row0=0, rows=1)], []), gemv_program(N, K), functional=False)
+    assert e.value.kind == "stream"
