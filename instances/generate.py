@@ -57,6 +57,8 @@ def micro() -> None:
            {"kind": "gemv", "n": 4096, "k": 4096, "batch": 1}, "hbm3-pim", [])
     _write("micro", "gemv-4096-b4-hbm2-64ch", "GEMV 4096x4096, batch 4",
            {"kind": "gemv", "n": 4096, "k": 4096, "batch": 4}, "hbm2-pim", ["organization.channels=64"])
+    _write("micro", "gemv-4096-b16-hbm2-64ch", "GEMV 4096x4096, batch 16 (rows split between the units and the host)",
+           {"kind": "gemv", "n": 4096, "k": 4096, "batch": 16}, "hbm2-pim", ["organization.channels=64"])
     _write("micro", "attention-llama2-c2048-hbm2-64ch",
            "one Llama-2-7B attention step (32 heads x 128) over a 2048-token KV cache",
            {"kind": "attention", "heads": 32, "kv_heads": 32, "head_dim": 128, "context": 2048},

@@ -4,9 +4,9 @@ At large batch a PIM unit spends `batch` MACs on every weight burst, while readi
 the link costs the channel one burst slot: the host matrix unit, idle during the GEMV, can take
 the last rows of the matrix. A split mode of a (possibly fused) gemv job:
 
-- per group: the PIM task over rows [0, R - h) (the same emission as the all-group PIM mode),
-  and an RD task that reads rows [R - h, R) over the link into the weights' host copies (it needs
-  no input, so it may run before the job's producers are done);
+- per group: an RD task that reads rows [R - h, R) over the link into the weights' host copies
+  (it needs no input, so it may run before the job's producers are done), then the PIM task over
+  rows [0, R - h) (the same emission as the all-group PIM mode);
 - on the host: HMV for those rows (one launch; a fused matrix gets one HMV per op it cuts), adding
   into the staging tensors the PIM read-outs add into, after every RD;
 - the epilogue(s), after every PIM task and the HMV.
@@ -99,10 +99,11 @@ def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "spl
         for g in gnames:
             t = Task(f"{name}/{tag}/{g}", g, pim.duration)
             r = Task(f"{name}/{tag}/{g}/rd", g, rd.duration)
-            tasks += [t, r]
+            tasks += [r, t]
             inputs.append(t.name)
             roles[t.name], roles[r.name] = ("mv", 0), ("rd", 1)
-            edges += [Edge(t.name, epi.name, sync), Edge(r.name, hmv.name, sync)]
+            # the reads go first: the host works on its rows while the units work on theirs
+            edges += [Edge(r.name, t.name, 0), Edge(t.name, epi.name, sync), Edge(r.name, hmv.name, sync)]
         edges.append(Edge(hmv.name, epi.name, 0))
         inputs.append(hmv.name)
         roles[hmv.name], roles[epi.name] = ("HMVS", hmvs), epi_role
