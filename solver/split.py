@@ -13,9 +13,10 @@ the last rows of the matrix. A split mode of a (possibly fused) gemv job:
 
 h is offered at the two multiples of the unit count around the balance point
 h / R = (P - D - 2 sync) / (P - Rd + H), with P the all-PIM task duration, Rd the groups' time to
-read all rows over the link, H the host's cycles for all rows and D its dispatch cost; none when
-Rd >= P (batch 1 and 4 on the presets: reading a burst over the link costs the channel about what
-its MACs do) or the point is below half a multiple.
+read all rows over the link, H the host's cycles for all rows and D its dispatch cost, where it
+takes at least 2 % of P off the groups: (h / R)(P - Rd) >= 0.02 P. That leaves batch 16 on
+`hbm2-pim` (P ~ 2.6 Rd); on `gddr6-aim` reading a burst costs the channel about what its 16 MACs
+do, and at batch 1 and 4 reading costs as much as computing or more.
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from .problem import HOST, Edge, Mode, Task
 
 if TYPE_CHECKING:
     from .lower import Lowerer
+
+MIN_GAIN = 0.02  # a split that saves the groups less than this share of their work is not offered
 
 
 def host_rows_candidates(lw: "Lowerer", shape: MVShape, pim_duration: int, read_duration: int) -> list[int]:
@@ -44,10 +47,12 @@ def host_rows_candidates(lw: "Lowerer", shape: MVShape, pim_duration: int, read_
     if h < q / 2:
         return []
     lo, hi = int(h // q) * q, -(-int(h) // q) * q
-    return sorted({c for c in (lo, hi) if 0 < c <= rows - q})
+    # worth a mode only if it takes MIN_GAIN of the groups' work off them
+    return sorted({c for c in (lo, hi) if 0 < c <= rows - q
+                   and c / rows * (pim_duration - read_duration) >= MIN_GAIN * pim_duration})
 
 
-def hmv_list(lw: "Lowerer", host_shape: MVShape) -> tuple[tuple[str, int, int], ...]:
+def hmv_list(host_shape: MVShape) -> tuple[tuple[str, int, int], ...]:
     """(op, first op row, rows) of each HMV the host part needs, in row order."""
     return tuple((p.op, p.src0, p.rows) for p in host_shape.parts)
 
@@ -86,7 +91,7 @@ def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "spl
         except _TooBig:
             continue
         tag = f"{tag_prefix}{h}[all]"
-        hmvs = hmv_list(lw, host_shape)
+        hmvs = hmv_list(host_shape)
         hmv = Task(f"{name}/{tag}/hmv", HOST, max(1, sum(hmv_cycles(lw, hmvs))))
         if len(shape.ops) > 1:
             busy = epilogue_chain_cycles(hw, lw.p, [index[op] for op in shape.ops])
