@@ -280,7 +280,8 @@ class Machine:
 
     def _hmv(self, op, ins, s: int, i: int, time: int) -> None:
         """Rows row0.. of a gemv on the host: fp32 x . W[n] added into the staging `Y#acc` at delivery."""
-        b, k = self.program.tensors[op.inputs[0]].shape
+        shape = self.program.tensors[op.inputs[0]].shape
+        b, k = math.prod(shape[:-1]), shape[-1]
         n = self.program.tensors[op.inputs[1]].shape[0]
         row0, rows = ins.get("row0"), ins.get("rows")
         xt = self._operand(op.inputs[0], s, i, time)

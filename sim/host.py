@@ -67,8 +67,8 @@ def host_op_cycles(hw: Hardware, program, op_index: int) -> int:
 
 def host_mv_cycles(hw: Hardware, program, op_index: int, rows: int) -> int:
     """Cycles the host unit is busy with `rows` rows of gemv ``program.ops[op_index]`` (HMV)."""
-    op = program.ops[op_index]
-    b, k = program.tensors[op.inputs[0]].shape
+    shape = program.tensors[program.ops[op_index].inputs[0]].shape  # [..., K]: every leading index a vector
+    b, k = math.prod(shape[:-1]), shape[-1]
     return hw.host.dispatch_cycles + -(-b * rows * k // hw.host.matrix_macs_per_cycle)
 
 

@@ -130,6 +130,11 @@ def _check_host(events: np.ndarray | None) -> np.ndarray:
     if events is None:
         return np.zeros(0, dtype=HOST_EVENT_DTYPE)
     events = _check_fields(events, HOST_EVENT_DTYPE, "host events", "lack", "HOST_EVENT_DTYPE")
+    if events.dtype["kind"].kind in "ui":  # the simulator's records: kind is an index into HOST_KINDS
+        from .result import HOST_KINDS
+
+        events = host_events((int(e["start"]), int(e["end"]), int(e["op"]), HOST_KINDS[int(e["kind"])])
+                             for e in events)
     i = _first(events["end"] < events["start"])
     if i is not None:
         raise ValueError(f"host event {i}: end {int(events['end'][i])} < start {int(events['start'][i])}")

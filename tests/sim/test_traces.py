@@ -242,6 +242,17 @@ def test_chrome_trace(hw, tmp_path):
     assert r["events"] == len(slices) == 7 + 3 + 8 * 2 + 3
 
 
+def test_chrome_trace_names_the_simulators_host_events(hw, tmp_path):
+    """SimResult.host_events carry the kind as an index into HOST_KINDS; the trace names it."""
+    from sim.result import HOST_EVENT_DTYPE
+
+    sim_events = np.array([(0, 10, 0, 0, 0), (10, 20, 1, 2, 1), (20, 30, 1, 1, 2)], dtype=HOST_EVENT_DTYPE)
+    T.write_chrome_trace(tmp_path / "t.json", synthetic_log(), sim_events, hw, op_names=["norm", "qkv"])
+    _d, procs, _threads, slices = _load_trace(tmp_path / "t.json")
+    host = sorted((e for e in slices if procs[e["pid"]] == "host"), key=lambda e: e["ts"])
+    assert [e["name"] for e in host] == ["HOP norm", "HMV qkv", "EPI qkv"]
+
+
 def test_chrome_trace_exact_and_non_overlapping(hw, tmp_path):
     """Large cycle numbers stay exact integers; slices of one track never overlap."""
     big = 10**13 + 7
