@@ -1,0 +1,62 @@
+"""`pimsat compare --json` reports -> the Markdown table the README shows (one row per instance).
+
+    .venv/bin/python bench/compare_table.py OUT.json... [--phases]
+
+Columns: naive, greedy, cpsat simulated cycles; cpsat status; CP-SAT's proven bound (one layer for
+template solves: blank); the solver-free bound and cpsat's distance to it; naive / cpsat; exact
+(every method: simulated = predicted, 0 violations, and cpsat <= greedy <= naive); with
+--phases also cpsat's lower / solve / decode / simulate seconds and instruction count.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _n(v) -> str:
+    return "—" if v is None else f"{v:,}"
+
+
+def rows(reports: list[dict], phases: bool) -> list[str]:
+    by: dict[str, dict[str, dict]] = {}
+    for r in reports:
+        by.setdefault(r["instance"], {})[r["method"]] = r
+    head = ["instance", "naive", "greedy", "cpsat", "cpsat status", "proven bound", "solver-free bound",
+            "cpsat vs solver-free", "naive / cpsat", "exact"]
+    if phases:
+        head += ["lower / solve / decode / simulate (s)", "instructions"]
+    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * 3 + "---|" + "---:|" * 4 + "---|"
+           + ("---|---:|" if phases else "")]
+    for name in sorted(by):
+        m = by[name]
+        if not {"naive", "greedy", "cpsat"} <= set(m):
+            continue
+        cyc = {k: m[k]["simulated_cycles"] for k in ("naive", "greedy", "cpsat")}
+        cp = m["cpsat"]
+        lb = cp["lower_bound_cycles"]
+        exact = all(r["predicted_minus_simulated"] == 0 and r["violations"] == 0 for r in m.values()) \
+            and cyc["cpsat"] <= cyc["greedy"] <= cyc["naive"]
+        cells = [name, _n(cyc["naive"]), _n(cyc["greedy"]), _n(cyc["cpsat"]), cp["status"], _n(cp["bound_cycles"]),
+                 _n(lb), f"+{100 * (cyc['cpsat'] / lb - 1):.1f} %", f"{cyc['naive'] / cyc['cpsat']:.2f}×",
+                 "yes" if exact else "NO"]
+        if phases:
+            ph = cp["phase_seconds"]
+            lower = max(r["phase_seconds"]["lower"] for r in m.values())  # `compare` lowers once per instance
+            cells += [f"{lower:.0f} / {cp['solve_seconds']:.1f} / {ph['decode']:.0f} / {ph['simulate']:.0f}",
+                      f"{cp['instructions'] / 1e6:.1f} M"]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+", type=Path)
+    ap.add_argument("--phases", action="store_true")
+    a = ap.parse_args()
+    reports = [r for f in a.files for r in json.loads(f.read_text())]
+    print("\n".join(rows(reports, a.phases)))
+
+
+if __name__ == "__main__":
+    main()
