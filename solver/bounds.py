@@ -110,67 +110,66 @@ def with_refresh(hw: Hardware, work: int) -> int:
 
 
 def critical_path(problem: SchedulingProblem, *others: SchedulingProblem) -> int:
-    """Longest path over jobs; each job contributes its shortest mode (internal longest path),
-    over the modes of `problem` and of the same jobs lowered in other styles. Dependencies count
-    at op granularity (`SchedulingProblem.ports`): an input task waits for the earliest end, over
-    the producer's modes, of the task that makes the producer op's result ready."""
-    best = {}
+    """Longest path over jobs; each job at its fastest mode among its modes in `problem` and in
+    the same jobs lowered in other styles (`others`), each mode started as early as its own input
+    tasks' producers allow. Dependencies count at op granularity (`SchedulingProblem.ports`): an
+    input task waits for the earliest time, over the producer's modes, the producer op's result
+    is ready (plus the sync when the input task is not on the host)."""
+    finish = _finish_times(problem, *others)
+    return max((v for (j, op), v in finish.items() if op is None), default=0)
+
+
+def _finish_times(problem: SchedulingProblem, *others: SchedulingProblem) -> dict[tuple[str, str | None], int]:
+    """(job, op) -> earliest time the op's result can be ready; (job, None) -> the job's end."""
+    alt: dict[str, list] = {}  # job -> its modes in the other styles (same job: same name and ops)
     for other in others:
         for job in other.jobs:
-            best[job.name] = min(best.get(job.name, 1 << 62), _job_length(other, job))
-    finish: dict[tuple[str, str | None], int] = {}  # (job, op or None for its output) -> earliest end
+            alt.setdefault(job.name, []).append(job)
+    finish: dict[tuple[str, str | None], int] = {}
     into: dict[str, list] = {}
     for d in problem.dependencies:
         into.setdefault(d.after, []).append(d)
     for job in problem.jobs:
+        modes = list(job.modes) + [m for j in alt.get(job.name, ()) if j.ops == job.ops for m in j.modes]
         fastest = None
-        ready_ops = {op: None for op in job.ops}
-        for mode in job.modes:
-            tasks = {t.name: t for t in mode.tasks}
-            inner_preds: dict[str, list[tuple[str, int]]] = {}
-            for e in mode.edges:
-                inner_preds.setdefault(e.after, []).append((e.before, e.lag))
-            # inputs wait for the producers' results (+ sync when the input task is not on the host)
-            wait: dict[str, int] = {}
-            for d in into.get(job.name, []):
-                for pop, _cop, u in problem.ports(d, mode):
-                    wait[u] = max(wait.get(u, 0), finish[(d.before, pop)])
-            end: dict[str, int] = {}
-            for _ in range(len(tasks)):
-                for name, t in tasks.items():
-                    if name in end:
-                        continue
-                    ps = inner_preds.get(name, [])
-                    if any(p not in end for p, _ in ps):
-                        continue
-                    s = max((end[p] + lag for p, lag in ps), default=0)
-                    if name in wait:
-                        s = max(s, wait[name] + (0 if t.resource == HOST else problem.sync_cycles))
-                    end[name] = s + t.duration
+        ready_ops: dict[str, int | None] = {op: None for op in job.ops}
+        for mode in modes:
+            end = _mode_end(problem, mode, into.get(job.name, []), finish)
             out = end[mode.output]
             fastest = out if fastest is None else min(fastest, out)
             for op in job.ops:
                 e = end[mode.output_of(op)]
                 ready_ops[op] = e if ready_ops[op] is None else min(ready_ops[op], e)
-        if job.name in best:  # another style's fastest mode, started as early as its inputs allow:
-            # after every whole-job producer, and after the first op-level producer (every input
-            # task waits for some producer op, so none starts earlier)
-            deps = into.get(job.name, [])
-            whole = [finish[(d.before, None)] for d in deps if not d.ops]
-            per_op = [finish[(d.before, pop)] for d in deps for pop, _c in d.ops]
-            start_at = max(max(whole, default=0), min(per_op, default=0))
-            fastest = min(fastest, start_at + best[job.name])
-            ready_ops = {op: min(v, start_at) for op, v in ready_ops.items()}
         finish[(job.name, None)] = fastest or 0
         for op, v in ready_ops.items():
             finish[(job.name, op)] = v or 0
-    return max((v for (j, op), v in finish.items() if op is None), default=0)
+    return finish
 
 
-def _job_length(problem: SchedulingProblem, job) -> int:
-    """Shortest duration of a job alone (no wait for producers; sync before group inputs kept)."""
-    single = SchedulingProblem(problem.name, [job], [], problem.groups, problem.refresh, problem.sync_cycles)
-    return critical_path(single)
+def _mode_end(problem: SchedulingProblem, mode, deps: list, finish: dict) -> dict[str, int]:
+    """Earliest end of every task of `mode` (its internal edges; its input tasks after the
+    producers' results and the sync between streams), with no resource contention."""
+    tasks = {t.name: t for t in mode.tasks}
+    inner_preds: dict[str, list[tuple[str, int]]] = {}
+    for e in mode.edges:
+        inner_preds.setdefault(e.after, []).append((e.before, e.lag))
+    wait: dict[str, int] = {}
+    for d in deps:
+        for pop, _cop, u in problem.ports(d, mode):
+            wait[u] = max(wait.get(u, 0), finish[(d.before, pop)])
+    end: dict[str, int] = {}
+    for _ in range(len(tasks)):
+        for name, t in tasks.items():
+            if name in end:
+                continue
+            ps = inner_preds.get(name, [])
+            if any(p not in end for p, _ in ps):
+                continue
+            s = max((end[p] + lag for p, lag in ps), default=0)
+            if name in wait:
+                s = max(s, wait[name] + (0 if t.resource == HOST else problem.sync_cycles))
+            end[name] = s + t.duration
+    return end
 
 
 def lower_bounds(hw: Hardware, program: Program, problem: SchedulingProblem | None = None,
