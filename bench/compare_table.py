@@ -1,11 +1,13 @@
 """`pimsat compare --json` reports -> the Markdown table the README shows (one row per instance).
 
-    .venv/bin/python bench/compare_table.py OUT.json... [--phases]
+    .venv/bin/python bench/compare_table.py OUT.json... [--phases] [--bounds BOUNDS.json]
 
 Columns: naive, greedy, cpsat simulated cycles; cpsat status; CP-SAT's proven bound (one layer for
 template solves: blank); the solver-free bound and cpsat's distance to it; naive / cpsat; exact
 (every method: simulated = predicted, 0 violations, and cpsat <= greedy <= naive); with
---phases also cpsat's lower / solve / decode / simulate seconds and instruction count.
+--phases also cpsat's lower / solve / decode / simulate seconds and instruction count. With
+--bounds, the solver-free bounds come from `bench/bounds.py --json` (for reports written before a
+change to the bound; the programs and their cycles do not depend on it).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ def _n(v) -> str:
     return "—" if v is None else f"{v:,}"
 
 
-def rows(reports: list[dict], phases: bool) -> list[str]:
+def rows(reports: list[dict], phases: bool, bounds: dict[str, int] | None = None) -> list[str]:
     by: dict[str, dict[str, dict]] = {}
     for r in reports:
         by.setdefault(r["instance"], {})[r["method"]] = r
@@ -34,7 +36,7 @@ def rows(reports: list[dict], phases: bool) -> list[str]:
             continue
         cyc = {k: m[k]["simulated_cycles"] for k in ("naive", "greedy", "cpsat")}
         cp = m["cpsat"]
-        lb = cp["lower_bound_cycles"]
+        lb = (bounds or {}).get(name, cp["lower_bound_cycles"])
         exact = all(r["predicted_minus_simulated"] == 0 and r["violations"] == 0 for r in m.values()) \
             and cyc["cpsat"] <= cyc["greedy"] <= cyc["naive"]
         cells = [name, _n(cyc["naive"]), _n(cyc["greedy"]), _n(cyc["cpsat"]), cp["status"], _n(cp["bound_cycles"]),
@@ -53,9 +55,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--phases", action="store_true")
+    ap.add_argument("--bounds", type=Path)
     a = ap.parse_args()
     reports = [r for f in a.files for r in json.loads(f.read_text())]
-    print("\n".join(rows(reports, a.phases)))
+    bounds = {b["instance"]: b["lower_bound_cycles"] for b in json.loads(a.bounds.read_text())} if a.bounds else None
+    print("\n".join(rows(reports, a.phases, bounds)))
 
 
 if __name__ == "__main__":
