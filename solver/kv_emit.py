@@ -30,7 +30,7 @@ def emit_kv_append(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, new_ten
                 continue
             for c in range(t.chunks):
                 k0 = c * t.chunk_bursts * epb
-                loc = lay.locate(ci, sl.matrix, position, k0)
+                loc = lay.locate(ci, sl.matrix, position, k0, slot)
                 assert loc is not None
                 _pu, bank, row, col, _lane = loc
                 offset = (b * sh.groups + g) * sh.head_dim + k0
@@ -38,7 +38,7 @@ def emit_kv_append(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, new_ten
                     make("WR", bank=bank, col=col, count=t.chunk_len(c), src=src, offset=offset, emask=0xFFFF))
         else:
             for d in range(sl.row0, sl.row1):
-                loc = lay.locate(ci, sl.matrix, d, position)
+                loc = lay.locate(ci, sl.matrix, d, position, slot)
                 assert loc is not None
                 _pu, bank, row, col, lane = loc
                 offset = (b * sh.groups + g) * sh.head_dim + d

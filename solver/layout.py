@@ -142,15 +142,20 @@ class Layout:
                         out.append(Placement(tensor, ch, bank, row, col, start, 1, klen, stride_k))
         return out
 
-    def locate(self, ch_index: int, m: int, row: int, k: int) -> tuple[int, int, int, int, int] | None:
-        """(pu, bank, dram row, col, lane) of matrix m's element (row, k) on that channel."""
+    def locate(self, ch_index: int, m: int, row: int, k: int,
+               slot: int | None = None) -> tuple[int, int, int, int, int] | None:
+        """(pu, bank, dram row, col, lane) of matrix m's element (row, k) on that channel (in
+        `slot` if the caller knows it). The unit follows from the row: units hold consecutive
+        runs of rows_per_pu rows of the slot's slice."""
         t = self.t
         epb = t.elements_per_burst
-        for slot in range(t.slot_count):
-            for pu in range(t.pus):
-                held = t.pu_rows(ch_index, slot, pu)
-                if held is None or held[0] != m or not held[1] <= row < held[2]:
-                    continue
+        for slot in range(t.slot_count) if slot is None else (slot,):
+            sl = t.slots[ch_index][slot]
+            if sl is None or sl.matrix != m or not sl.row0 <= row < sl.row1:
+                continue
+            pu = (row - sl.row0) // t.rows_per_pu
+            held = t.pu_rows(ch_index, slot, pu) if pu < t.pus else None
+            if held is not None and held[1] <= row < held[2]:
                 local = row - held[1]
                 p, a = divmod(local, t.rows_per_pass)
                 c, within = divmod(k, t.chunk_bursts * epb)
