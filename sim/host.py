@@ -72,6 +72,13 @@ def host_mv_cycles(hw: Hardware, program, op_index: int, rows: int) -> int:
     return hw.host.dispatch_cycles + -(-b * rows * k // hw.host.matrix_macs_per_cycle)
 
 
+def mv_chain_cycles(hw: Hardware, program, ranges) -> list[int]:
+    """Busy cycles of each HMV of one launch, `ranges` = [(op index, rows), ...] (the first HMV,
+    then HMVs with chain=1): only the first pays ``dispatch_cycles``."""
+    return [host_mv_cycles(hw, program, i, rows) - (hw.host.dispatch_cycles if k else 0)
+            for k, (i, rows) in enumerate(ranges)]
+
+
 def chain_cycles(hw: Hardware, program, op_indices) -> list[int]:
     """Busy cycles of each op of a host chain run as one kernel launch (the first HOP, then HOPs
     with chain=1): only the first pays ``dispatch_cycles``."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from hwmodel.isa import ISA, ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
-from sim.host import chain_cycles, epilogue_chain_cycles, host_mv_cycles
+from sim.host import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
 
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
@@ -110,8 +110,7 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration
     if kind == "HMVS":  # rows of gemvs on the host, one launch
         seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
-        busy = [host_mv_cycles(hw, program, op_index[o], n) - (hw.host.dispatch_cycles if k else 0)
-                for k, (o, _r0, n) in enumerate(what)]
+        busy = mv_chain_cycles(hw, program, [(op_index[o], n) for o, _r0, n in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
         return {-1: (lambda: seq, rel)}, task.duration, task.duration
     if kind in ("HOPS", "EPIS"):  # one launch, the later ops chained to the first

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sim.host import epilogue_chain_cycles, host_mv_cycles
+from sim.host import epilogue_chain_cycles, mv_chain_cycles
 
 from .mvshape import MVShape, row_range
 from .problem import HOST, Edge, Mode, Task
@@ -57,13 +57,6 @@ def hmv_list(host_shape: MVShape) -> tuple[tuple[str, int, int], ...]:
     return tuple((p.op, p.src0, p.rows) for p in host_shape.parts)
 
 
-def hmv_cycles(lw: "Lowerer", hmvs) -> list[int]:
-    """Busy cycles of each HMV of one launch (only the first pays dispatch)."""
-    index = {op.name: i for i, op in enumerate(lw.p.ops)}
-    d = lw.hw.host.dispatch_cycles
-    return [host_mv_cycles(lw.hw, lw.p, index[op], rows) - (d if k else 0) for k, (op, _r0, rows) in enumerate(hmvs)]
-
-
 def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "split") -> list[Mode]:
     """Split modes of gemv job `name` over all groups (see the module docstring)."""
     from .lower import MVPayload, ModePayload, _TooBig
@@ -92,7 +85,8 @@ def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "spl
             continue
         tag = f"{tag_prefix}{h}[all]"
         hmvs = hmv_list(host_shape)
-        hmv = Task(f"{name}/{tag}/hmv", HOST, max(1, sum(hmv_cycles(lw, hmvs))))
+        busy = mv_chain_cycles(hw, lw.p, [(index[op], rows) for op, _r0, rows in hmvs])
+        hmv = Task(f"{name}/{tag}/hmv", HOST, max(1, sum(busy)))
         if len(shape.ops) > 1:
             busy = epilogue_chain_cycles(hw, lw.p, [index[op] for op in shape.ops])
             epi = Task(f"{name}/{tag}/epi", HOST, max(1, sum(busy)))
