@@ -145,4 +145,8 @@ def schema(what) -> None:
 from . import cli_run  # noqa: E402,F401  (solve, compare, simulate, demo, bench)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m pimsat.cli` runs this file as __main__; the commands registered themselves on
+    # the `main` of the imported module pimsat.cli, so run that one.
+    from pimsat.cli import main as _registered_main
+
+    sys.exit(_registered_main(prog_name="pimsat"))
