@@ -23,6 +23,7 @@ OPCODES = {**{c: i for i, c in enumerate(COMMANDS)}, "SIG": OP_SIG, "WAIT": OP_W
            "HMV": OP_HMV}
 
 
+assert max(OPCODES.values()) < 32  # encode_stream keys distinct commands by (field tuple id << 5 | opcode)
 _NARGS = np.zeros(len(OPCODES), dtype=np.int64)
 for _m, _c in OPCODES.items():
     from hwmodel.isa import ISA as _ISA
@@ -33,14 +34,37 @@ _OP, _CYCLE, _ARGS = attrgetter("op"), attrgetter("cycle"), attrgetter("args")
 
 
 def encode_stream(hw: Hardware, stream: list[Instruction]) -> np.ndarray:
-    """Vectorised: three passes over the Instruction objects, the rest in numpy."""
+    """Vectorised: a few passes over the Instruction objects, the rest in numpy.
+
+    Emitters hand out one object per distinct command (a MAC, ACT or GB write recurs across
+    passes, chunks and channels) and stamping keeps its field tuple, so the fields are decoded
+    once per distinct field tuple (by identity) and the rows gathered from those."""
+    n = len(stream)
+    if n == 0:
+        return np.zeros((0, WIDTH), dtype=np.int64)
+    opc = np.fromiter(map(OPCODES.__getitem__, map(_OP, stream)), dtype=np.int64, count=n)
+    try:
+        stamps = np.fromiter(map(_CYCLE, stream), dtype=np.int64, count=n)
+    except TypeError:  # unstamped instructions (None)
+        stamps = np.fromiter((-1 if c is None else c for c in map(_CYCLE, stream)), dtype=np.int64, count=n)
+    # identity of (opcode, field tuple): the tuples are alive in `stream`, so ids are distinct
+    ids = np.fromiter(map(id, map(_ARGS, stream)), dtype=np.uint64, count=n)
+    out = None
+    if n > 64 and int(ids.max()) < 1 << 58:
+        uniq, first, inverse = np.unique((ids.astype(np.int64) << 5) | opc, return_index=True, return_inverse=True)
+        if 2 * len(uniq) <= n:
+            out = _encode_fields(hw, [stream[i] for i in first], opc[first])[inverse.reshape(-1)]
+    if out is None:
+        out = _encode_fields(hw, stream, opc)
+    out[:, C_STAMP] = stamps
+    return out
+
+
+def _encode_fields(hw: Hardware, stream: list[Instruction], opc: np.ndarray) -> np.ndarray:
+    """The rows of `stream` but for the stamp column."""
     n = len(stream)
     out = np.zeros((n, WIDTH), dtype=np.int64)
-    if n == 0:
-        return out
-    opc = np.fromiter(map(OPCODES.__getitem__, map(_OP, stream)), dtype=np.int64, count=n)
     out[:, C_OP] = opc
-    out[:, C_STAMP] = np.fromiter((-1 if c is None else c for c in map(_CYCLE, stream)), dtype=np.int64, count=n)
     lens = _NARGS[opc]
     flat = np.fromiter(chain.from_iterable(map(_ARGS, stream)), dtype=np.int64, count=int(lens.sum()))
     off = np.cumsum(lens) - lens
