@@ -148,4 +148,28 @@ def make(op: str, /, cycle: int | None = None, **fields: int) -> Instruction:
     if len(fields) != len(names):
         unknown = set(fields) - set(names)
         raise ValueError(f"{op} has no field(s) {', '.join(sorted(unknown))}")
-    return Instruction(op, args, cycle)
+    return _built(op, args, cycle)
+
+
+def make_args(op: str, args: tuple[int, ...], cycle: int | None = None) -> Instruction:
+    """Build an instruction from its field values in table order (the emitters' hot path:
+    the same checks as `Instruction(...)`, without keyword handling)."""
+    limits = _LIMITS.get(op)
+    if limits is None or len(args) != len(limits):
+        return Instruction(op, tuple(args), cycle)  # raises the precise error
+    return _built(op, args, cycle)
+
+
+def _built(op: str, args: tuple[int, ...], cycle: int | None) -> Instruction:
+    """`Instruction(op, args, cycle)` for a known op and the right number of fields: range checks
+    inline, the dataclass constructor only to raise the precise error."""
+    for v, limit in zip(args, _LIMITS[op]):
+        if not 0 <= v < limit:
+            return Instruction(op, args, cycle)
+    if cycle is not None and not 0 <= cycle < _MAX_CYCLE:
+        return Instruction(op, args, cycle)
+    new = object.__new__(Instruction)
+    object.__setattr__(new, "op", op)
+    object.__setattr__(new, "args", args)
+    object.__setattr__(new, "cycle", cycle)
+    return new

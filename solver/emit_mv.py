@@ -254,6 +254,11 @@ class MVEmitter:
         loads = _LoadSpreader(seq, self._mac, t.split_macs)  # the next step's GB loads
         act_loads = max(0, hw.timing.p("tRCDRD") // max(hw.link_cycles, hw.timing.p("tCCD_S")) - 1)
 
+        # loop invariants of the MAC emission below (it runs once per MAC instruction)
+        seg_mask, mac = lay.segment_mask, self._mac
+        double_overlap = t.double_buffer and overlap
+        gb_half, cb, rpp = hw.gb_bursts // 2, t.chunk_bursts, t.rows_per_pass
+        half = 0
         prev_step = None
         step_of_access = 0
         for idx, (si, a, seg, col, n) in enumerate(access):
@@ -283,13 +288,14 @@ class MVEmitter:
             if open_segment(seg) and overlap and loads.pending:
                 # the unit waits tRCDRD for its row anyway: the bus carries loads meanwhile
                 loads.emit(act_loads)
-            for vi, _v in enumerate(self._group_vectors(g)):
-                gbase = (half * (hw.gb_bursts // 2) if (t.double_buffer and overlap) else 0) + vi * t.chunk_bursts
-                mask, acc = lay.segment_mask(seg), vi * t.rows_per_pass + a
+            mask = seg_mask(seg)
+            gb0 = half * gb_half if double_overlap else 0
+            for vi in range(len(self._group_vectors(g))):
+                gbase, acc = gb0 + vi * cb, vi * rpp + a
                 if loads.pending and overlap:
                     loads.interleave(mask, col, n, gbase, acc)
                 else:
-                    seq.append(self._mac(mask, col, n, gbase, acc))
+                    seq.append(mac(mask, col, n, gbase, acc))
                 if prefetch_act is not None:
                     prefetch_wait -= n
                     if prefetch_wait <= 0:
@@ -357,6 +363,11 @@ class _LoadSpreader:
 
     def interleave(self, mask: int, col: int, n: int, gb: int, acc: int) -> None:
         self.done += n
+        if not self.split:  # one load after the MAC (the general case below with due = 0)
+            self.seq.append(self.mac(mask, col, n, gb, acc))
+            self.seq.append(self.pending.popleft())
+            self.emitted += 1
+            return
         due = -(-self.loads * min(self.done, self.bursts) // self.bursts) if self.split else 0
         q = min(len(self.pending), max(1, due - self.emitted))
         pieces = min(n, q)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from hwmodel import Hardware
-from hwmodel.isa import Instruction, make
+from hwmodel.isa import Instruction, make, make_args
 
 from .layout import Layout
 from .symbols import Symbols, host_copy
@@ -35,6 +35,6 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
         seq.append(make("ACT", mask=mask, row=lay.row(ch, seg)))
         # interleave banks so consecutive reads alternate bank groups where possible
         for bank, col, n, start, d in sorted(by_segment[seg], key=lambda r: (r[1], r[0])):
-            seq.append(make("RD", bank=bank, col=col, count=n, dst=d, offset=start))
+            seq.append(make_args("RD", (bank, col, n, d, start)))  # fields: bank, col, count, dst, offset
         seq.append(make("PRE", mask=mask))
     return seq
