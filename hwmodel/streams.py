@@ -2,9 +2,12 @@
 table of host tensors and the placement of resident tensors in banks."""
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .isa import Instruction
+from .isa_codec import _no_gc
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +36,8 @@ class StreamSet:
     hardware: str
     isa_version: str
     symbols: list[str]
-    channels: list[list[Instruction]]
-    host: list[Instruction]
+    channels: list[Sequence[Instruction]]  # lists, or LazyStreams (built while read)
+    host: Sequence[Instruction]
     placements: list[Placement] = field(default_factory=list)
 
     def symbol(self, name: str) -> int:
@@ -42,3 +45,60 @@ class StreamSet:
 
     def instruction_count(self) -> int:
         return len(self.host) + sum(len(s) for s in self.channels)
+
+
+class LazyStream(Sequence):
+    """A stream built part by part when read: each part is (its length, a function returning its
+    instructions). The largest programs (a full model at batch 16 is over a billion commands)
+    never sit in memory at once: a streamed simulation reads each channel front to back, a
+    slice at a time, and only the parts under the slice being read exist. Random access works
+    too (error messages), by building the part again: producers must be deterministic."""
+
+    def __init__(self, parts: list[tuple[int, Callable[[], list[Instruction]]]], cached: int = 2):
+        self._parts = [p for p in parts if p[0]]
+        self._offsets = [0]
+        for n, _ in self._parts:
+            self._offsets.append(self._offsets[-1] + n)
+        self._cache: dict[int, list[Instruction]] = {}
+        self._cached = cached
+
+    def __len__(self) -> int:
+        return self._offsets[-1]
+
+    def _part(self, k: int) -> list[Instruction]:
+        seq = self._cache.get(k)
+        if seq is None:
+            n, produce = self._parts[k]
+            with _no_gc():  # acyclic objects by the thousand: see isa_codec._no_gc
+                seq = produce()
+            if len(seq) != n:
+                raise RuntimeError(f"lazy stream part {k}: {len(seq)} instructions built, {n} announced")
+            while len(self._cache) >= self._cached:
+                del self._cache[next(iter(self._cache))]
+            self._cache[k] = seq
+        return seq
+
+    def __iter__(self) -> Iterator[Instruction]:
+        for k in range(len(self._parts)):
+            yield from self._part(k)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start, stop, step = key.indices(len(self))
+            if step != 1:
+                return list(self)[key]
+            out: list[Instruction] = []
+            k = bisect_right(self._offsets, start) - 1
+            while start < stop:
+                seq = self._part(k)
+                lo = start - self._offsets[k]
+                take = seq[lo: lo + stop - start]
+                out.extend(take)
+                start += len(take)
+                k += 1
+            return out
+        i = key + len(self) if key < 0 else key
+        if not 0 <= i < len(self):
+            raise IndexError("stream index out of range")
+        k = bisect_right(self._offsets, i) - 1
+        return self._part(k)[i - self._offsets[k]]

@@ -151,10 +151,13 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
     for alt in alternatives:
         if solution.modes and _same_program(solution, alt):
             continue  # same modes and task order: the decoder would emit the same program
-        cycles = decode(problem, lowering, alt, placements=functional).predicted_cycles
+        cycles = decode(problem, lowering, alt, placements=False, lazy=True).predicted_cycles  # no commands built
         if best_alt_cycles is None or cycles < best_alt_cycles:
             best_alt, best_alt_cycles = alt, cycles
-    compiled = decode(problem, lowering, solution, placements=functional) if solution.modes else None
+    # a streamed simulation (timing-only, no command log) reads lazily built streams: the program
+    # never sits in memory whole
+    lazy = not functional and not opts.record
+    compiled = decode(problem, lowering, solution, placements=functional, lazy=lazy) if solution.modes else None
     if best_alt is not None and (compiled is None or best_alt_cycles < compiled.predicted_cycles):
         note = (f"the {best_alt.method} hint decodes to {best_alt_cycles:,} cycles"
                 + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
@@ -163,7 +166,7 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
         solution = replace(solution, modes=best_alt.modes, starts=best_alt.starts, objective=best_alt.objective,
                            status="FEASIBLE" if solution.status in ("OPTIMAL", "FEASIBLE") else solution.status,
                            message=(solution.message + " " if solution.message else "") + note)
-        compiled = decode(problem, lowering, best_alt, placements=functional)
+        compiled = decode(problem, lowering, best_alt, placements=functional, lazy=lazy)
     clock["decode"] = time.perf_counter() - t2
     if compiled is None:
         raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")

@@ -123,7 +123,8 @@ class _Feed:
         self.prog = np.ascontiguousarray(self.table.reshape(-1))
 
     def _encode(self, start: int) -> np.ndarray:
-        part = self.stream[start:start + self.slice_len] if self.slice_len < len(self.stream) else self.stream
+        whole = self.slice_len >= len(self.stream) and isinstance(self.stream, list)
+        part = self.stream if whole else self.stream[start:start + self.slice_len]  # (a LazyStream slice: built now)
         t = self.signals.densify(encode_stream(self.hw, part))
         if self.n_symbols is not None:
             bad = np.flatnonzero(t[:, C_SYM] >= self.n_symbols)

@@ -21,6 +21,8 @@ from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
 from sim.host import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
 
+from . import assemble
+from .assemble import HOST_STREAM, DecodeError, signal_plan  # noqa: F401  (DecodeError: part of the API)
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
 from .kv_emit import emit_kv_append
@@ -30,10 +32,6 @@ from .problem import HOST, SchedulingProblem, Solution
 from .symbols import Symbols, host_copy, staging
 from .task_timing import TaskTiming, max_latency_after, time_task
 from .tiling import channel_signature
-
-
-class DecodeError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -154,18 +152,22 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     return per, end, comp
 
 
-def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool = True) -> Compiled:
+def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool = True,
+           lazy: bool = False) -> Compiled:
     """`placements=False` skips the data layout records (timing-only runs of the largest programs).
+    `lazy=True` returns channel streams that build their commands when read (LazyStream): for a
+    streamed simulation of programs too large to hold.
 
     The cyclic garbage collector is paused: decoding allocates tens of millions of acyclic
     objects (instructions and their stamps) and keeps most of them in the streams, which the
     collector would traverse again and again (a third of the decode time of Llama-2-7B) to find
     a few dozen cyclic objects; reference counting frees everything else decode drops."""
     with _no_gc():
-        return _decode(problem, lowering, solution, placements)
+        return _decode(problem, lowering, solution, placements, lazy)
 
 
-def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool) -> Compiled:
+def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool,
+            lazy: bool) -> Compiled:
     want_placements = placements
     hw, program = lowering.hw, lowering.program
     groups = {g.name: g for g in problem.groups}
@@ -276,65 +278,13 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
                 free[g] = at + ref_len
 
     # ---- streams ----------------------------------------------------------------------------------
-    succs_cross: dict[str, bool] = {t.name: False for t in tasks}
-    for name, ps in preds.items():
-        for p, _lag in ps:
-            if res_of[p] != res_of[name]:
-                succs_cross[p] = True
-    channels: list[list[tuple[int, int, list[Instruction]]]] = [[] for _ in range(hw.organization.channels)]
-    host: list[tuple[int, int, list[Instruction]]] = []
-    sig_ids: dict[tuple[str, int], int] = {}
-    next_sig = 0
-
-    def sig(task: str, ch: int) -> int:
-        nonlocal next_sig
-        key = (task, ch)
-        if key not in sig_ids:
-            sig_ids[key] = next_sig
-            next_sig += 1
-        return sig_ids[key]
+    def channels_of(resource: str) -> list[int]:
+        return [HOST_STREAM] if resource == HOST else list(groups[resource].channels)
 
     order = sorted(placed.values(), key=lambda p: (p.start, job_pos[job_of_task[p.task]], p.task))
-    for pt in order:
-        shared: dict[int, tuple[int, list[Instruction], list[Instruction]]] = {}  # (start, commands, stamped)
-        if pt.resource == HOST:
-            chans = [-1]
-        else:
-            chans = list(groups[pt.resource].channels)
-        for ch in chans:
-            body: list[Instruction] = []
-            for p, _lag in preds[pt.task]:
-                if res_of[p] == pt.resource:
-                    continue
-                src_chans = [-1] if res_of[p] == HOST else list(groups[res_of[p]].channels)
-                for sc in src_chans:
-                    body.append(make("WAIT", id=sig(p, sc)))
-            producer, rel = pt.per_channel.get(ch, (tuple, ()))
-            seq = producer()
-            if len(seq) != len(rel):
-                raise DecodeError(f"{pt.task}: channel {ch} emitted {len(seq)} commands, {len(rel)} were timed")
-            start = pt.start
-            prev = shared.get(id(rel)) if ch != -1 else None
-            if prev is not None and prev[0] == start and len(prev[1]) == len(seq):
-                # lockstep channels share identical stamped instructions (most MAC/ACT/PRE; the
-                # emitters hand the same objects to every channel)
-                body.extend([p if (u is ins or (p.op is ins.op and p.args == ins.args)) else ins.at(start + r)
-                             for u, p, ins, r in zip(prev[1], prev[2], seq, rel)])
-            else:
-                stamped = [ins.at(start + r) for ins, r in zip(seq, rel)]
-                if ch != -1:
-                    shared[id(rel)] = (start, seq, stamped)
-                body.extend(stamped)
-            if succs_cross[pt.task]:
-                body.append(make("SIG", id=sig(pt.task, ch)))
-            item = (pt.start, 1, body)
-            (host if ch == -1 else channels[ch]).append(item)
-        pt.per_channel = {}  # emitted: let the unstamped commands go
-    for g, rs in refs.items():
-        for at in rs:
-            for ch in groups[g].channels:
-                channels[ch].append((at, 0, [make("REF", cycle=at)]))
-    stream_channels = [[i for _, _, body in sorted(items, key=lambda x: (x[0], x[1])) for i in body] for items in channels]
-    stream_host = [i for _, _, body in sorted(host, key=lambda x: (x[0], x[1])) for i in body]
+    plan = signal_plan(order, channels_of, preds, res_of)
+    build = assemble.lazy if lazy else assemble.eager
+    stream_channels, stream_host = build(order, channels_of, plan, refs, {g: list(groups[g].channels) for g in groups},
+                                         hw.organization.channels)
     streams = StreamSet(hw.name, ISA_VERSION, sym.names, stream_channels, stream_host, placements)
     return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used)

@@ -9,17 +9,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from hwmodel import Hardware
 from hwmodel.isa import ISA_VERSION, Instruction
 from hwmodel.model import COMMANDS
 from hwmodel.streams import StreamSet
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TaskTiming:
-    issue: tuple[int, ...]  # relative issue cycle of every instruction
+    issue: np.ndarray  # relative issue cycle of every instruction (int64, read-only: 8 B each)
     duration: int
     completion: int
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TaskTiming) and (self.duration, self.completion) == (other.duration, other.completion) \
+            and np.array_equal(self.issue, other.issue)
+
+    __hash__ = None  # an array inside: compared by value, not hashable
 
 
 def _by_identity(fn):
@@ -61,17 +69,16 @@ def _without_refresh(hw: Hardware) -> Hardware:
 
 
 def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
-    import numpy as np
-
     import sim  # late import: the simulator defines the timing
 
     if not instrs:
-        return TaskTiming((), 0, 0)
+        return TaskTiming(np.zeros(0, dtype=np.int64), 0, 0)
     quiet_hw = _without_refresh(hw)
     streams = StreamSet(hw.name, ISA_VERSION, [], [list(instrs)] + [[] for _ in range(hw.organization.channels - 1)], [])
     res = sim.simulate(quiet_hw, streams, functional=False, record=True)
     times = res.channel_times[0]
-    issue = tuple(int(x) for x in times.issue)
+    issue = np.array(times.issue, dtype=np.int64)
+    issue.flags.writeable = False
     lat = max_latency_after(hw)
     quiet = 0
     log = res.log

@@ -99,3 +99,26 @@ def test_streamed_run_memory_does_not_grow_with_the_stream(hbm2, monkeypatch):
     assert len(timed.channels[0]["issue"]) == 4
     assert timed.makespan == simulate(hbm2, streams(hbm2, work), functional=False).cycles
     assert np.all(timed.channels[0]["openrow"] == -1)
+
+
+@pytest.mark.parametrize("length", SLICES)
+def test_lazy_channels_fail_like_lists(length, monkeypatch):
+    """The same early stamp in channels read as LazyStreams (parts of 3): the same error."""
+    from hwmodel.streams import LazyStream, StreamSet
+
+    fpga = load_hardware("fpga-proto")
+    p = gemv_program(20, 128, batch=2, bias=True, dtype="fp16")
+    ss = compile_gemv(fpga, p, channels=2, ref_every=6)
+    stamped = simulate(fpga, ss, p, generate_state(p, 0), generate_inputs(p, 0)).stamped(ss)
+    ch = stamped.channels[1]
+    i = max(k for k, ins in enumerate(ch) if ins.op == "MAC")
+    ch[i] = ch[i].at(ch[i].cycle - 1)
+    lazy = StreamSet(stamped.hardware, stamped.isa_version, stamped.symbols,
+                     [LazyStream([(len(s[k:k + 3]), lambda s=s, k=k: s[k:k + 3]) for k in range(0, len(s), 3)])
+                      for s in stamped.channels], stamped.host)
+    with pytest.raises(SimulationError) as whole:
+        simulate(fpga, stamped, p, functional=False, record=True)
+    monkeypatch.setattr(sim.engine, "SLICE", length)
+    with pytest.raises(SimulationError) as part:
+        simulate(fpga, lazy, p, functional=False, record=False)
+    assert str(part.value) == str(whole.value) and part.value.instr == i

@@ -1,0 +1,135 @@
+"""Assemble placed tasks into streams: per channel and for the host, each task's commands stamped
+at its start, WAIT before a task that waits for another stream, SIG after a task another stream
+waits for, REFs at their cycles.
+
+Two builds of the same bytes: `eager` lists every stamped instruction; `lazy` gives each channel a
+LazyStream whose parts are built when the simulator reads them, for programs too large to hold
+(a full model at batch 16). In both, lockstep channels share the stamped objects of identical
+commands (most MAC/ACT/PRE: the emitters hand the same objects to every channel).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from hwmodel.isa import Instruction, make
+from hwmodel.streams import LazyStream
+
+HOST_STREAM = -1
+
+
+class DecodeError(RuntimeError):
+    pass
+
+
+def signal_plan(order, channels_of: Callable[[str], list[int]], preds: dict[str, list[tuple[str, int]]],
+                res_of: dict[str, str]) -> dict[tuple[str, int], tuple[tuple[int, ...], int | None]]:
+    """(task, channel) -> (ids it WAITs for, id it SIGs or None). Ids are handed out in the order
+    tasks are assembled, so both builds number them alike."""
+    crosses = {p for name, ps in preds.items() for p, _lag in ps if res_of[p] != res_of[name]}
+    ids: dict[tuple[str, int], int] = {}
+
+    def sig(task: str, ch: int) -> int:
+        return ids.setdefault((task, ch), len(ids))
+
+    plan = {}
+    for pt in order:
+        for ch in channels_of(pt.resource):
+            waits = tuple(sig(p, sc) for p, _lag in preds[pt.task] if res_of[p] != pt.resource
+                          for sc in channels_of(res_of[p]))
+            plan[(pt.task, ch)] = (waits, sig(pt.task, ch) if pt.task in crosses else None)
+    return plan
+
+
+def _checked(pt, ch: int) -> tuple[list[Instruction], tuple[int, ...]]:
+    producer, rel = pt.per_channel.get(ch, (list, ()))
+    seq = producer()
+    if len(seq) != len(rel):
+        raise DecodeError(f"{pt.task}: channel {ch} emitted {len(seq)} commands, {len(rel)} were timed")
+    return seq, rel
+
+
+def eager(order, channels_of, plan, refs: dict[str, list[int]], group_channels: dict[str, list[int]],
+          n_channels: int) -> tuple[list[list[Instruction]], list[Instruction]]:
+    channels: list[list[tuple[int, int, list[Instruction]]]] = [[] for _ in range(n_channels)]
+    host: list[tuple[int, int, list[Instruction]]] = []
+    for pt in order:
+        chans = channels_of(pt.resource)
+        shared = _Shared(len(chans)) if chans != [HOST_STREAM] else None
+        for ch in chans:
+            waits, sig = plan[(pt.task, ch)]
+            body = [make("WAIT", id=w) for w in waits]
+            seq, rel = _checked(pt, ch)
+            body.extend(_stamp(seq, rel, pt.start, shared))
+            if sig is not None:
+                body.append(make("SIG", id=sig))
+            (host if ch == HOST_STREAM else channels[ch]).append((pt.start, 1, body))
+        pt.per_channel = {}  # emitted: let the unstamped commands go
+    for g, rs in refs.items():
+        for at in rs:
+            for ch in group_channels[g]:
+                channels[ch].append((at, 0, [make("REF", cycle=at)]))
+    return ([[i for _, _, body in sorted(items, key=lambda x: (x[0], x[1])) for i in body] for items in channels],
+            [i for _, _, body in sorted(host, key=lambda x: (x[0], x[1])) for i in body])
+
+
+class _Shared:
+    """The stamped commands of one task, shared by its lockstep channels (as `eager` does) until
+    the last of them has been built: per timing (channels of one signature share a timing)."""
+
+    __slots__ = ("left", "stamped")
+
+    def __init__(self, channels: int):
+        self.left = channels
+        self.stamped: dict[int, tuple[list[Instruction], list[Instruction]]] = {}
+
+
+def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
+    """`seq` stamped at start + rel (rel: relative issue cycles, a tuple or an int64 array)."""
+    key = id(rel)
+    prev = shared.stamped.get(key) if shared is not None else None
+    rel = rel.tolist() if isinstance(rel, np.ndarray) else rel
+    if prev is not None and len(prev[0]) == len(seq):
+        out = [p if (u is ins or (p.op is ins.op and p.args == ins.args)) else ins.at(start + r)
+               for u, p, ins, r in zip(prev[0], prev[1], seq, rel)]
+    else:
+        out = [ins.at(start + r) for ins, r in zip(seq, rel)]
+        if shared is not None:
+            shared.stamped[key] = (seq, out)
+    if shared is not None:
+        shared.left -= 1
+        if shared.left <= 0:  # every channel built: let it go (a rebuild stamps afresh)
+            shared.stamped.clear()
+    return out
+
+
+def lazy(order, channels_of, plan, refs: dict[str, list[int]], group_channels: dict[str, list[int]],
+         n_channels: int) -> tuple[list[LazyStream], list[Instruction]]:
+    """Channel streams as LazyStreams (the host stream, small, as a list)."""
+    channels: list[list[tuple[int, int, int, Callable[[], list[Instruction]]]]] = [[] for _ in range(n_channels)]
+    host: list[tuple[int, int, int, Callable[[], list[Instruction]]]] = []
+    for pt in order:
+        chans = channels_of(pt.resource)
+        shared = _Shared(len(chans)) if chans != [HOST_STREAM] else None
+        for ch in chans:
+            waits, sig = plan[(pt.task, ch)]
+            rel = pt.per_channel.get(ch, (list, ()))[1]
+            n = len(waits) + len(rel) + (sig is not None)
+
+            def part(pt=pt, ch=ch, waits=waits, sig=sig, shared=shared) -> list[Instruction]:
+                seq, rel = _checked(pt, ch)
+                body = [make("WAIT", id=w) for w in waits]
+                body.extend(_stamp(seq, rel, pt.start, shared))
+                if sig is not None:
+                    body.append(make("SIG", id=sig))
+                return body
+
+            (host if ch == HOST_STREAM else channels[ch]).append((pt.start, 1, n, part))
+    for g, rs in refs.items():
+        for at in rs:
+            ref = [make("REF", cycle=at)]
+            for ch in group_channels[g]:
+                channels[ch].append((at, 0, 1, lambda ref=ref: ref))
+    streams = [LazyStream([(n, f) for _, _, n, f in sorted(items, key=lambda x: (x[0], x[1]))]) for items in channels]
+    return streams, [i for _, _, _, f in sorted(host, key=lambda x: (x[0], x[1])) for i in f()]
