@@ -31,7 +31,7 @@ from .lower import Lowering
 from .problem import HOST, SchedulingProblem, Solution
 from .symbols import Symbols, host_copy, staging
 from .task_timing import TaskTiming, max_latency_after, time_task
-from .tiling import channel_signature
+from .tiling import channel_signature, structure_key
 
 
 @dataclass
@@ -58,13 +58,16 @@ _TIMED_FIELDS = {op.mnemonic: tuple(i for i, f in enumerate(op.fields) if f.name
                  for op in ISA.ops}
 
 
-class _AppendTimer:
-    """Times KV-cache appends: the channels of a layer (and the layers) write the same banks,
-    rows and columns from different host offsets, so few distinct sequences are ever timed."""
+class _Timings:
+    """The decode's task timings. MV and weight-read tasks by structure (see
+    tiling.structure_key). KV-cache appends by command sequence: the channels of a layer (and
+    the layers) write the same banks, rows and columns from different host offsets, so few
+    distinct sequences are ever timed."""
 
     def __init__(self, hw):
         self.hw = hw
         self._seen: dict[tuple, TaskTiming] = {}
+        self.timed: dict[tuple, TaskTiming] = {}
 
     def time(self, seq: list[Instruction]) -> TaskTiming:
         key = tuple((ins.op, *(ins.args[i] for i in _TIMED_FIELDS[ins.op])) for ins in seq)
@@ -98,7 +101,7 @@ def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tu
 
 
 def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts,
-                   appends: _AppendTimer):
+                   timings: _Timings):
     """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
     and the task's duration and completion. Emission is deferred to stream building, so the
     commands of the whole program never sit in memory twice."""
@@ -128,7 +131,7 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
             seq = emit_kv_append(hw, lay, sym, ci, *pl.append)
             per[pl.channels[ci]] = (lambda seq=seq: seq, ())
             if seq:
-                tt = appends.time(seq)
+                tt = timings.time(seq)
                 per[pl.channels[ci]] = (lambda seq=seq: seq, tt.issue)
                 end, comp = max(end, tt.duration), max(comp, tt.completion)
         return per, max(end, 1), comp
@@ -140,14 +143,16 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     else:
         def emit(ci: int) -> list[Instruction]:
             return emit_weight_read(hw, lay, sym, ci)
-    timings: dict[tuple, TaskTiming] = {}  # channels of one signature run in lockstep: same stamps
+    # channels of one signature run in lockstep (same stamps), and so do the tasks of repeated
+    # layers: each structure is timed once per decode (a channel with padding on its own)
     end = comp = 0
+    structure = (kind, pl.style, structure_key(lay.t))
     for ci in cis:
-        sig = channel_signature(lay.t, ci)
-        tt = timings.get(sig)
-        if tt is None:  # a channel with padding (fewer read-outs) is timed on its own
-            tt = timings[sig] = time_task(hw, emit(ci))
-            end, comp = max(end, tt.duration), max(comp, tt.completion)
+        key = (structure, channel_signature(lay.t, ci))
+        tt = timings.timed.get(key)
+        if tt is None:
+            tt = timings.timed[key] = time_task(hw, emit(ci))
+        end, comp = max(end, tt.duration), max(comp, tt.completion)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
     return per, end, comp
 
@@ -182,7 +187,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
     commands: dict[str, tuple[dict[int, list[Instruction]], int, int]] = {}
     placements: list[Placement] = []
     in_banks: set[str] = set()
-    appends = _AppendTimer(hw)
+    timings = _Timings(hw)
     for job in problem.jobs:
         mode = chosen[job.name]
         tilings = mode.payload.tilings
@@ -199,7 +204,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
                     sym.id(staging(program.op(o).outputs[0]))
         for task in mode.tasks:
             commands[task.name] = _task_commands(hw, program, sym, op_index, groups, task, mode.payload.roles[task.name],
-                                                 tilings, layouts[job.name], appends)
+                                                 tilings, layouts[job.name], timings)
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
     host_ops = [o for j in problem.jobs for r in chosen[j.name].payload.roles.values()

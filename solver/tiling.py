@@ -132,3 +132,14 @@ def channel_signature(t: Tiling, ci: int) -> tuple:
             cuts = tuple(e - r0 for e in edges if r0 < e < r1)
             out.append((r1 - r0, cuts) if cuts else r1 - r0)
     return tuple(out)
+
+
+def structure_key(t: Tiling) -> tuple:
+    """Beside a channel's signature, what fixes its command sequence up to data addresses and DRAM
+    rows: the tiling's arithmetic and the shape's dimensions, not its names. The tasks of
+    repeated layers share it (and so their timing: a task is timed from a quiet state, where
+    which rows it opens does not matter, only when)."""
+    sh = t.shape
+    return (sh.kind_key, sh.matrices, sh.rows, sh.k, sh.vectors, sh.batch, sh.groups, sh.heads_per_group,
+            sh.head_dim, sh.max_ctx, sh.heads, len(t.channels), t.slot_count, t.rows_per_pu, t.pus, t.vg,
+            t.rows_per_pass, t.chunk_bursts, t.elements_per_burst, t.double_buffer, t.interleave, t.split_macs)

@@ -20,7 +20,7 @@ from solver.layout import Layout
 from solver.mvshape import fused_shape, mv_shape
 from solver.symbols import Symbols
 from solver.task_timing import time_task
-from solver.tiling import make_tiling
+from solver.tiling import channel_signature, make_tiling, structure_key
 
 def _qkv(n: int = 24, k: int = 64):
     """Three GEMVs that share their input, fused: part boundaries fall inside some units' rows."""
@@ -69,3 +69,44 @@ def test_append_timing_ignores_host_addresses():
                  for ins in seq]
         assert moved != seq
         assert time_task(hw, moved) == time_task(hw, seq)
+
+
+def _renamed(program: ir.Program, suffix: str) -> ir.Program:
+    """The same program with every tensor and op renamed (another layer of the same model)."""
+    def rename(n: str) -> str:  # a KV-cache version keeps its position last: k_cache.l7@15
+        base, at, pos = n.partition("@")
+        return f"{base}{suffix}{at}{pos}"
+
+    ren = {t: rename(t) for t in program.tensors}
+    ts = [t.model_copy(update={"name": ren[t.name]}) for t in program.tensors.values()]
+    ops = [o.model_copy(update={"name": f"{o.name}{suffix}", "inputs": [ren[i] for i in o.inputs],
+                                "outputs": [ren[i] for i in o.outputs]}) for o in program.ops]
+    return ir.Program(name=program.name + suffix, tensors=ts, ops=ops, inputs=[ren[i] for i in program.inputs],
+                      outputs=[ren[i] for i in program.outputs])
+
+
+@pytest.mark.parametrize("style", ["overlap", "naive"])
+@pytest.mark.parametrize("name,program,op,channels", CASES, ids=[c[0] for c in CASES])
+def test_tasks_of_one_structure_time_alike(name, program, op, channels, style):
+    """The decoder times MV tasks once per (structure_key, channel signature): the same op of
+    another layer (other names, other DRAM rows, other host symbols) must run the same stamps."""
+    hw = load_hardware("fpga-proto")
+    other = _renamed(program, ".l7")
+
+    def shape_of(p, suffix=""):
+        if isinstance(op, tuple):
+            return fused_shape(p, [o + suffix for o in op], "qkv" + suffix)
+        return mv_shape(p, op + suffix)
+
+    t = make_tiling(hw, shape_of(program), channels, interleave=style == "overlap")
+    u = make_tiling(hw, shape_of(other, ".l7"), channels, interleave=style == "overlap")
+    assert structure_key(t) == structure_key(u)
+    sym = Symbols()
+    sym.id("unrelated")  # other host symbol ids
+    here = MVEmitter(hw, Layout(hw, t, {c: 5 for c in channels}), Symbols(), style)
+    there = MVEmitter(hw, Layout(hw, u, {c: 40 + c for c in channels}), sym, style)
+    for ci in range(len(channels)):
+        assert channel_signature(t, ci) == channel_signature(u, ci)
+        a, b = here.emit(ci), there.emit(ci)
+        assert a != b  # other rows and addresses ...
+        assert time_task(hw, a) == time_task(hw, b)  # ... the same stamps
