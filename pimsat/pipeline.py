@@ -11,6 +11,7 @@ import numpy as np
 import ir
 from hwmodel import Hardware
 from solver.bounds import Bounds, lower_bounds
+from solver.exact_durations import exact_durations
 from solver.decode import Compiled, decode
 from solver.lower import LowerOptions, LoweringError, lower
 from solver.problem import SchedulingProblem, Solution
@@ -113,7 +114,8 @@ def _lower_both_styles(instance: Instance, hw: Hardware, program: ir.Program, gr
             raise InfeasibleError(str(e)) from None
         # the solver-free bound does not depend on the method: every op at its fastest mode of
         # either lowering style, on the dependency graph
-        bounds = lower_bounds(hw, program, lowered["overlap"][0], lowered["naive"][0])
+        exact = {k: v for s in ("overlap", "naive") for k, v in exact_durations(*lowered[s]).items()}
+        bounds = lower_bounds(hw, program, lowered["overlap"][0], lowered["naive"][0], exact=exact)
         _LOWERED.clear()
         _LOWERED[key] = (lowered, bounds)
     return _LOWERED[key]

@@ -62,3 +62,18 @@ def test_critical_path_follows_every_dependency_with_both_styles(preset, hw_name
     both = critical_path(overlap, naive)
     assert both <= min(critical_path(overlap), critical_path(naive))
     assert both >= 0.9 * critical_path(overlap)  # the naive modes are seldom faster
+
+
+def test_bound_uses_each_groups_own_channels_where_channels_differ():
+    """Found by test_random_attention: a 3-row attention matrix on 2 channels leaves channel 1
+    with less work than channel 0, whose timing lowering gives both groups. The critical path
+    bound with lowering's durations (1,903) exceeded the optimal program (1,901)."""
+    from pimsat.instance import Instance
+    from pimsat.pipeline import SolveOptions, run
+
+    inst = Instance(name="padded-attention", program={"kind": "attention", "heads": 1, "kv_heads": 1, "head_dim": 16,
+                                                        "context": 2, "batch": 1, "dtype": "fp16"},
+                    hardware={"preset": "gddr6-aim", "set": ["organization.channels=2", "organization.rows=64"]})
+    r = run(inst, SolveOptions(method="cpsat", time_limit=5, workers=1))
+    assert r.solution.status == "OPTIMAL"
+    assert r.bounds.critical_path_cycles <= r.sim.cycles == r.compiled.predicted_cycles
