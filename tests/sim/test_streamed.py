@@ -51,9 +51,9 @@ def test_streamed_run_measures_what_a_whole_run_measures(hw, program, ss, length
         part.times(0)
 
 
-@pytest.mark.parametrize("length", SLICES)
-def test_streamed_violation_names_the_stream_index(length, monkeypatch):
-    """A stamp one cycle early deep in channel 1: same error, whole or streamed."""
+def _one_early_stamp():
+    """A stamped GEMV program whose last MAC of channel 1 is stamped one cycle early:
+    (hardware, program, streams, index of that MAC)."""
     fpga = load_hardware("fpga-proto")
     p = gemv_program(20, 128, batch=2, bias=True, dtype="fp16")
     ss = compile_gemv(fpga, p, channels=2, ref_every=6)
@@ -61,6 +61,13 @@ def test_streamed_violation_names_the_stream_index(length, monkeypatch):
     ch = stamped.channels[1]
     i = max(k for k, ins in enumerate(ch) if ins.op == "MAC")
     ch[i] = ch[i].at(ch[i].cycle - 1)
+    return fpga, p, stamped, i
+
+
+@pytest.mark.parametrize("length", SLICES)
+def test_streamed_violation_names_the_stream_index(length, monkeypatch):
+    """A stamp one cycle early deep in channel 1: same error, whole or streamed."""
+    fpga, p, stamped, i = _one_early_stamp()
     errors = []
     for stream_it in (False, True):
         if stream_it:
@@ -106,13 +113,7 @@ def test_lazy_channels_fail_like_lists(length, monkeypatch):
     """The same early stamp in channels read as LazyStreams (parts of 3): the same error."""
     from hwmodel.streams import LazyStream, StreamSet
 
-    fpga = load_hardware("fpga-proto")
-    p = gemv_program(20, 128, batch=2, bias=True, dtype="fp16")
-    ss = compile_gemv(fpga, p, channels=2, ref_every=6)
-    stamped = simulate(fpga, ss, p, generate_state(p, 0), generate_inputs(p, 0)).stamped(ss)
-    ch = stamped.channels[1]
-    i = max(k for k, ins in enumerate(ch) if ins.op == "MAC")
-    ch[i] = ch[i].at(ch[i].cycle - 1)
+    fpga, p, stamped, i = _one_early_stamp()
     lazy = StreamSet(stamped.hardware, stamped.isa_version, stamped.symbols,
                      [LazyStream([(len(s[k:k + 3]), lambda s=s, k=k: s[k:k + 3]) for k in range(0, len(s), 3)])
                       for s in stamped.channels], stamped.host)
