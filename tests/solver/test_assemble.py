@@ -42,12 +42,19 @@ def test_lazy_streams_are_the_eager_bytes(make_instance, method):
     assert streamed.counts.tolist() == whole.counts.tolist() and streamed.stalls == whole.stalls
 
 
-def test_a_timing_only_run_without_log_reads_lazy_streams():
-    """The pipeline's streamed runs (timing-only, no command log) never list the program."""
+def test_a_large_timing_only_run_without_log_reads_lazy_streams(monkeypatch):
+    """The pipeline's streamed runs (timing-only, no command log) of programs over EAGER_LIMIT
+    instructions never list the program; smaller ones and functional runs do."""
+    import pimsat.pipeline
+
     inst = CASES[0].values[0]()
+    small = run(inst, SolveOptions(method="greedy", functional=False, record=False))
+    assert all(isinstance(s, list) for s in small.compiled.streams.channels)
+    monkeypatch.setattr(pimsat.pipeline, "EAGER_LIMIT", 100)
     r = run(inst, SolveOptions(method="greedy", functional=False, record=False))
+    assert r.compiled.streams.instruction_count() > 100
     assert all(isinstance(s, LazyStream) for s in r.compiled.streams.channels)
-    assert r.sim.cycles == r.compiled.predicted_cycles
+    assert r.sim.cycles == r.compiled.predicted_cycles == small.sim.cycles
     full = run(inst, SolveOptions(method="greedy", functional=True))
     assert all(isinstance(s, list) for s in full.compiled.streams.channels)
     assert full.sim.cycles == r.sim.cycles
