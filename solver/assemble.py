@@ -52,6 +52,7 @@ def _checked(pt, ch: int) -> tuple[list[Instruction], tuple[int, ...]]:
 
 def eager(order, channels_of, plan, refs: dict[str, list[int]], group_channels: dict[str, list[int]],
           n_channels: int) -> tuple[list[list[Instruction]], list[Instruction]]:
+    """Listed channel streams and host stream (each task's unstamped commands let go once stamped)."""
     channels: list[list[tuple[int, int, list[Instruction]]]] = [[] for _ in range(n_channels)]
     host: list[tuple[int, int, list[Instruction]]] = []
     for pt in order:
