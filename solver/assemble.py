@@ -2,10 +2,10 @@
 at its start, WAIT before a task that waits for another stream, SIG after a task another stream
 waits for, REFs at their cycles.
 
-Two builds of the same bytes: `eager` lists every stamped instruction; `lazy` gives each channel a
-LazyStream whose parts are built when the simulator reads them, for programs too large to hold
-(a full model at batch 16). In both, lockstep channels share the stamped objects of identical
-commands (most MAC/ACT/PRE: the emitters hand the same objects to every channel).
+Each channel stream is a LazyStream whose parts (one task each) are built when read, for
+programs too large to hold (a full model at batch 16), or the list of it. Either way lockstep
+channels share the stamped objects of identical commands (most MAC/ACT/PRE: the emitters hand
+the same objects to every channel).
 """
 from __future__ import annotations
 
@@ -50,34 +50,9 @@ def _checked(pt, ch: int) -> tuple[list[Instruction], tuple[int, ...]]:
     return seq, rel
 
 
-def eager(order, channels_of, plan, refs: dict[str, list[int]], group_channels: dict[str, list[int]],
-          n_channels: int) -> tuple[list[list[Instruction]], list[Instruction]]:
-    """Listed channel streams and host stream (each task's unstamped commands let go once stamped)."""
-    channels: list[list[tuple[int, int, list[Instruction]]]] = [[] for _ in range(n_channels)]
-    host: list[tuple[int, int, list[Instruction]]] = []
-    for pt in order:
-        chans = channels_of(pt.resource)
-        shared = _Shared(len(chans)) if chans != [HOST_STREAM] else None
-        for ch in chans:
-            waits, sig = plan[(pt.task, ch)]
-            body = [make("WAIT", id=w) for w in waits]
-            seq, rel = _checked(pt, ch)
-            body.extend(_stamp(seq, rel, pt.start, shared))
-            if sig is not None:
-                body.append(make("SIG", id=sig))
-            (host if ch == HOST_STREAM else channels[ch]).append((pt.start, 1, body))
-        pt.per_channel = {}  # emitted: let the unstamped commands go
-    for g, rs in refs.items():
-        for at in rs:
-            for ch in group_channels[g]:
-                channels[ch].append((at, 0, [make("REF", cycle=at)]))
-    return ([[i for _, _, body in sorted(items, key=lambda x: (x[0], x[1])) for i in body] for items in channels],
-            [i for _, _, body in sorted(host, key=lambda x: (x[0], x[1])) for i in body])
-
-
 class _Shared:
-    """The stamped commands of one task, shared by its lockstep channels (as `eager` does) until
-    the last of them has been built: per timing (channels of one signature share a timing)."""
+    """The stamped commands of one task, shared by its lockstep channels until the last of them
+    has been built: per timing (channels of one signature share a timing)."""
 
     __slots__ = ("left", "stamped")
 
@@ -105,9 +80,9 @@ def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
     return out
 
 
-def lazy(order, channels_of, plan, refs: dict[str, list[int]], group_channels: dict[str, list[int]],
-         n_channels: int) -> tuple[list[LazyStream], list[Instruction]]:
-    """Channel streams as LazyStreams (the host stream, small, as a list)."""
+def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels: dict[str, list[int]],
+            n_channels: int, lazy: bool) -> tuple[list, list[Instruction]]:
+    """Channel streams (LazyStreams if `lazy`, else lists) and the host stream (a list)."""
     channels: list[list[tuple[int, int, int, Callable[[], list[Instruction]]]]] = [[] for _ in range(n_channels)]
     host: list[tuple[int, int, int, Callable[[], list[Instruction]]]] = []
     for pt in order:
@@ -132,5 +107,7 @@ def lazy(order, channels_of, plan, refs: dict[str, list[int]], group_channels: d
             ref = [make("REF", cycle=at)]
             for ch in group_channels[g]:
                 channels[ch].append((at, 0, 1, lambda ref=ref: ref))
-    streams = [LazyStream([(n, f) for _, _, n, f in sorted(items, key=lambda x: (x[0], x[1]))]) for items in channels]
-    return streams, [i for _, _, _, f in sorted(host, key=lambda x: (x[0], x[1])) for i in f()]
+    out = [LazyStream([(n, f) for _, _, n, f in sorted(items, key=lambda x: (x[0], x[1]))]) for items in channels]
+    if not lazy:  # channel after channel: lockstep channels still share the stamped objects
+        out = [list(s) for s in out]
+    return out, [i for _, _, _, f in sorted(host, key=lambda x: (x[0], x[1])) for i in f()]

@@ -288,8 +288,8 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
 
     order = sorted(placed.values(), key=lambda p: (p.start, job_pos[job_of_task[p.task]], p.task))
     plan = signal_plan(order, channels_of, preds, res_of)
-    build = assemble.lazy if lazy else assemble.eager
-    stream_channels, stream_host = build(order, channels_of, plan, refs, {g: list(groups[g].channels) for g in groups},
-                                         hw.organization.channels)
+    stream_channels, stream_host = assemble.streams(order, channels_of, plan, refs,
+                                                    {g: list(groups[g].channels) for g in groups},
+                                                    hw.organization.channels, lazy)
     streams = StreamSet(hw.name, ISA_VERSION, sym.names, stream_channels, stream_host, placements)
     return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used)

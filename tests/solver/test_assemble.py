@@ -1,5 +1,6 @@
-"""Stream assembly (solver/assemble.py): lazily built streams hold the bytes the eager build
-lists, and a streamed simulation of them measures what the eager program measures."""
+"""Stream assembly (solver/assemble.py): lazily built streams hold the bytes of the listed
+streams (decode's default), and a streamed simulation of them measures what the listed program
+measures."""
 from __future__ import annotations
 
 import numpy as np
