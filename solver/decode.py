@@ -67,13 +67,17 @@ class _Timings:
     def __init__(self, hw):
         self.hw = hw
         self._seen: dict[tuple, TaskTiming] = {}
-        self.timed: dict[tuple, TaskTiming] = {}
 
     def time(self, seq: list[Instruction]) -> TaskTiming:
-        key = tuple((ins.op, *(ins.args[i] for i in _TIMED_FIELDS[ins.op])) for ins in seq)
+        """An append, by its commands' timed fields."""
+        return self.structure(("append", tuple((ins.op, *(ins.args[i] for i in _TIMED_FIELDS[ins.op])) for ins in seq)),
+                              lambda: seq)
+
+    def structure(self, key: tuple, commands) -> TaskTiming:
+        """The timing of `commands()`, emitted only the first time `key` is seen."""
         tt = self._seen.get(key)
         if tt is None:
-            tt = self._seen[key] = time_task(self.hw, seq)
+            tt = self._seen[key] = time_task(self.hw, commands())
         return tt
 
 
@@ -148,10 +152,7 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     end = comp = 0
     structure = (kind, pl.style, structure_key(lay.t))
     for ci in cis:
-        key = (structure, channel_signature(lay.t, ci))
-        tt = timings.timed.get(key)
-        if tt is None:
-            tt = timings.timed[key] = time_task(hw, emit(ci))
+        tt = timings.structure((structure, channel_signature(lay.t, ci)), lambda ci=ci: emit(ci))
         end, comp = max(end, tt.duration), max(comp, tt.completion)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
     return per, end, comp

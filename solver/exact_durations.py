@@ -12,7 +12,7 @@ from .layout import Layout
 from .lower import Lowering
 from .problem import HOST, SchedulingProblem
 from .symbols import Symbols
-from .tiling import channel_signature
+from .tiling import channel_signature, slot_rows
 
 
 def _alike(lowering: Lowering, pl) -> bool:
@@ -21,8 +21,7 @@ def _alike(lowering: Lowering, pl) -> bool:
     if len({channel_signature(t, ci) for ci in range(len(pl.channels))}) > 1:
         return False
     if pl.append is not None:
-        rows = {tuple(None if sl is None else (sl.row0, sl.row1) for sl in t.slots[ci]) for ci in range(len(pl.channels))}
-        return len(rows) == 1
+        return len({slot_rows(t, ci) for ci in range(len(pl.channels))}) == 1
     return True
 
 
@@ -35,7 +34,7 @@ def exact_durations(problem: SchedulingProblem, lowering: Lowering) -> dict[int,
     groups = {g.name: g for g in problem.groups}
     op_index = {op.name: i for i, op in enumerate(program.ops)}
     timings = _Timings(hw)
-    out: dict[str, int] = {}
+    out: dict[int, int] = {}
     for job in problem.jobs:
         for mode in job.modes:
             tilings = mode.payload.tilings

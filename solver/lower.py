@@ -29,7 +29,7 @@ from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, Scheduli
 from .split import split_modes
 from .symbols import Symbols
 from .task_timing import TaskTiming, time_task
-from .tiling import Tiling, make_tiling
+from .tiling import Tiling, make_tiling, slot_rows
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ class Lowerer:
         for ci in range(len(layout.t.channels)):
             # channels whose slots hold the same row ranges write the same banks, rows and columns
             # (from other host offsets): one of them is timed
-            rows = tuple(None if sl is None else (sl.row0, sl.row1) for sl in layout.t.slots[ci])
+            rows = slot_rows(layout.t, ci)
             if rows in seen:
                 continue
             seen.add(rows)

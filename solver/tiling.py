@@ -134,6 +134,12 @@ def channel_signature(t: Tiling, ci: int) -> tuple:
     return tuple(out)
 
 
+def slot_rows(t: Tiling, ci: int) -> tuple:
+    """The row range each slot of channel `ci` holds (None: padding). Channels with equal slot
+    rows write a KV append to the same banks, rows and columns (from other host offsets)."""
+    return tuple(None if sl is None else (sl.row0, sl.row1) for sl in t.slots[ci])
+
+
 def structure_key(t: Tiling) -> tuple:
     """Beside a channel's signature, what fixes its command sequence up to data addresses and DRAM
     rows: the tiling's arithmetic and the shape's dimensions, not its names. The tasks of
