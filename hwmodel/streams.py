@@ -6,6 +6,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .isa import Instruction
 from .isa_codec import _no_gc
 
@@ -54,13 +56,18 @@ class LazyStream(Sequence):
     slice at a time, and only the parts under the slice being read exist. Random access works
     too (error messages), by building the part again: producers must be deterministic."""
 
-    def __init__(self, parts: list[tuple[int, Callable[[], list[Instruction]]]], cached: int = 2):
+    def __init__(self, parts: list[tuple], cached: int = 2):
+        """parts: (length, build) or (length, build, rows). `rows`, if every part has one, returns
+        the part already encoded as the simulator's table (one int64 row per instruction,
+        stamps included): a streamed simulation then reads `rows` and no instruction object is
+        built; `build` still serves random access (error messages) and listing."""
         self._parts = [p for p in parts if p[0]]
         self._offsets = [0]
-        for n, _ in self._parts:
-            self._offsets.append(self._offsets[-1] + n)
+        for p in self._parts:
+            self._offsets.append(self._offsets[-1] + p[0])
         self._cache: dict[int, list[Instruction]] = {}
         self._cached = cached
+        self.has_rows = all(len(p) > 2 for p in self._parts)
 
     def __len__(self) -> int:
         return self._offsets[-1]
@@ -68,15 +75,35 @@ class LazyStream(Sequence):
     def _part(self, k: int) -> list[Instruction]:
         seq = self._cache.get(k)
         if seq is None:
-            n, produce = self._parts[k]
+            n, produce = self._parts[k][:2]
             with _no_gc():  # acyclic objects by the thousand: see isa_codec._no_gc
                 seq = produce()
             if len(seq) != n:
                 raise RuntimeError(f"lazy stream part {k}: {len(seq)} instructions built, {n} announced")
-            while len(self._cache) >= self._cached:
-                del self._cache[next(iter(self._cache))]
-            self._cache[k] = seq
+            _remember(self._cache, k, seq, self._cached)
         return seq
+
+    def _part_rows(self, k: int) -> np.ndarray:
+        n, _, produce = self._parts[k]
+        table = produce()
+        if len(table) != n:
+            raise RuntimeError(f"lazy stream part {k}: {len(table)} rows encoded, {n} announced")
+        return table
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """The encoded table of instructions from `start` to the end of the part that holds
+        instruction stop - 1 (whole parts: read front to back, no part is encoded twice and none
+        is kept). A new array; needs `has_rows`."""
+        stop = min(stop, len(self))
+        if start >= stop:
+            return self._part_rows(0)[:0].copy()
+        k = bisect_right(self._offsets, start) - 1
+        pieces = [self._part_rows(k)[start - self._offsets[k]:]]
+        k += 1
+        while self._offsets[k] < stop:
+            pieces.append(self._part_rows(k))
+            k += 1
+        return np.concatenate(pieces)
 
     def __iter__(self) -> Iterator[Instruction]:
         for k in range(len(self._parts)):
@@ -102,3 +129,10 @@ class LazyStream(Sequence):
             raise IndexError("stream index out of range")
         k = bisect_right(self._offsets, i) - 1
         return self._part(k)[i - self._offsets[k]]
+
+
+def _remember(cache: dict, k: int, value, size: int) -> None:
+    """Keep `value` as part k, dropping the oldest parts beyond `size`."""
+    while len(cache) >= size:
+        del cache[next(iter(cache))]
+    cache[k] = value

@@ -384,6 +384,8 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
 
 def call(tab, prog: np.ndarray, s: dict[str, np.ndarray], sig: np.ndarray) -> int:
     """Run (or resume) one channel; returns DONE, BLOCKED or ERROR."""
+    if len(s["issue"]) < len(prog) // WIDTH:  # the compiled kernel does not check bounds
+        raise ValueError(f"channel state holds {len(s['issue'])} instructions, the table {len(prog) // WIDTH}")
     return run_channel(
         prog, tab.prev, tab.nxt, tab.scope, tab.lat, tab.win, tab.wbase, tab.rows_start, tab.rows_idx, tab.gap,
         tab.gap_row, tab.self_win, tab.wprev, tab.completion, tab.bg_of, tab.rank_of, tab.pu_of, s["hwp"], s["st"],

@@ -123,9 +123,13 @@ class _Feed:
         self.prog = np.ascontiguousarray(self.table.reshape(-1))
 
     def _encode(self, start: int) -> np.ndarray:
-        whole = self.slice_len >= len(self.stream) and isinstance(self.stream, list)
-        part = self.stream if whole else self.stream[start:start + self.slice_len]  # (a LazyStream slice: built now)
-        t = self.signals.densify(encode_stream(self.hw, part))
+        if getattr(self.stream, "has_rows", False) and len(self.stream):  # a LazyStream whose parts come encoded
+            t = self.stream.rows(start, start + self.slice_len)
+        else:
+            whole = self.slice_len >= len(self.stream) and isinstance(self.stream, list)
+            part = self.stream if whole else self.stream[start:start + self.slice_len]  # (a LazyStream slice: built now)
+            t = encode_stream(self.hw, part)
+        t = self.signals.densify(t)
         if self.n_symbols is not None:
             bad = np.flatnonzero(t[:, C_SYM] >= self.n_symbols)
             if len(bad):
@@ -146,6 +150,9 @@ class _Feed:
         if nxt >= len(self.stream):
             return False
         self._load(nxt)
+        if len(self.table) > len(state["issue"]):  # slices end at part ends: a longer one than the first
+            for key in ("issue", "lastc", "done"):
+                state[key] = np.full(len(self.table), -1, dtype=np.int64)
         state["st"][K.ST_POS] = 0
         state["st"][K.ST_BASE] = nxt
         return True

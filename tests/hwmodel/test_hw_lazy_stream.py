@@ -57,3 +57,24 @@ def test_index_out_of_range():
     parts, _, _ = _parts([2])
     with pytest.raises(IndexError):
         LazyStream(parts)[2]
+
+
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=10), st.integers(1, 40))
+def test_rows_run_to_the_end_of_a_part_and_equal_the_parts(sizes, step):
+    """`rows(start, stop)` returns whole parts (from `start` on): read front to back, the
+    slices concatenate to every part's table, each part encoded once."""
+    import numpy as np
+
+    encoded = []
+    parts = [(n, lambda: [], lambda k=k, n=n: (encoded.append(k), np.full((n, 2), k))[1]) for k, n in enumerate(sizes)]
+    s = LazyStream(parts)
+    assert s.has_rows
+    got, start = [], 0
+    while start < len(s):
+        t = s.rows(start, start + step)
+        assert start + len(t) in s._offsets and len(t) >= min(step, len(s) - start)
+        got.append(t)
+        start += len(t)
+    assert np.array_equal(np.concatenate(got), np.concatenate([np.full((n, 2), k) for k, n in enumerate(sizes)]))
+    assert encoded == list(range(len(sizes)))
+    assert not LazyStream([(n, lambda: []) for n in sizes]).has_rows

@@ -123,3 +123,47 @@ def test_lazy_channels_fail_like_lists(length, monkeypatch):
     with pytest.raises(SimulationError) as part:
         simulate(fpga, lazy, p, functional=False, record=False)
     assert str(part.value) == str(whole.value) and part.value.instr == i
+
+
+def _encoded_lazy(hw, ss, sizes):
+    """`ss` with each channel a LazyStream of parts of the given sizes (cycled), every part also
+    handed out encoded (what decode gives a streamed run)."""
+    from itertools import cycle
+
+    from hwmodel.streams import LazyStream, StreamSet
+    from sim.encode import encode_stream
+
+    def lazy(s):
+        parts, k = [], 0
+        for n in cycle(sizes):
+            if k >= len(s):
+                break
+            seq = s[k:k + n]
+            parts.append((len(seq), lambda seq=seq: seq, lambda seq=seq: encode_stream(hw, seq)))
+            k += n
+        return LazyStream(parts)
+
+    return StreamSet(ss.hardware, ss.isa_version, ss.symbols, [lazy(s) for s in ss.channels], ss.host)
+
+
+@pytest.mark.parametrize("hw,program,ss", _programs())
+@pytest.mark.parametrize("length", SLICES)
+def test_encoded_lazy_channels_measure_what_lists_measure(hw, program, ss, length, monkeypatch):
+    """Slices of an encoded LazyStream run to the end of a part, so they vary in length (here a
+    part of 1, then 9, then 4 instructions: a slice longer than the first)."""
+    whole = simulate(hw, ss, program, functional=False, record=True)
+    monkeypatch.setattr(sim.engine, "SLICE", length)
+    lazy = _encoded_lazy(hw, ss, (1, 9, 4))
+    assert all(s.has_rows for s in lazy.channels)
+    assert _figures(simulate(hw, lazy, program, functional=False, record=False)) == _figures(whole)
+
+
+@pytest.mark.parametrize("length", SLICES)
+def test_encoded_lazy_channels_fail_like_lists(length, monkeypatch):
+    fpga, p, stamped, i = _one_early_stamp()
+    with pytest.raises(SimulationError) as whole:
+        simulate(fpga, stamped, p, functional=False, record=True)
+    monkeypatch.setattr(sim.engine, "SLICE", length)
+    with pytest.raises(SimulationError) as part:
+        simulate(fpga, _encoded_lazy(fpga, stamped, (2, 5)), p, functional=False, record=False)
+    assert str(part.value) == str(whole.value) and part.value.instr == i
