@@ -10,7 +10,6 @@ import numpy as np
 
 import ir
 from hwmodel import Hardware
-from hwmodel.isa_codec import _no_gc
 from solver.bounds import Bounds, lower_bounds
 from solver.exact_durations import exact_durations
 from solver.decode import Compiled, decode
@@ -100,10 +99,6 @@ def functional_fits(program: ir.Program) -> bool:
     return program.weight_bytes() + program.kv_bytes() <= FUNCTIONAL_LIMIT_BYTES
 
 
-# Instructions up to which a streamed run lists its streams anyway (about 3 GB of instruction
-# objects): listed streams simulate faster, lazily built ones keep memory flat.
-EAGER_LIMIT = 100_000_000
-
 _LOWERED: dict[tuple, tuple] = {}  # the last instance's lowering: `compare` runs every method on it
 
 
@@ -161,8 +156,9 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
         cycles = decode(problem, lowering, alt, placements=False, lazy=True).predicted_cycles  # no commands built
         if best_alt_cycles is None or cycles < best_alt_cycles:
             best_alt, best_alt_cycles = alt, cycles
-    # a streamed simulation (timing-only, no command log) of a program over EAGER_LIMIT
-    # instructions reads lazily built streams: the program never sits in memory whole
+    # a streamed simulation (timing-only, no command log) reads lazily built streams, a task's
+    # encoded commands at a time: the program never sits in memory whole, and lockstep channels
+    # share one encoding of their commands
     lazy = not functional and not opts.record
     compiled = decode(problem, lowering, solution, placements=functional, lazy=lazy) if solution.modes else None
     if best_alt is not None and (compiled is None or best_alt_cycles < compiled.predicted_cycles):
@@ -176,10 +172,6 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
         compiled = decode(problem, lowering, best_alt, placements=functional, lazy=lazy)
     if compiled is None:
         raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")
-    if lazy and compiled.streams.instruction_count() <= EAGER_LIMIT:
-        # small enough to hold: listed streams simulate faster than streams built while read
-        with _no_gc():  # (see decode: millions of acyclic objects)
-            compiled.streams.channels = [list(s) for s in compiled.streams.channels]
     clock["decode"] = time.perf_counter() - t2
 
     state = inputs = None

@@ -15,6 +15,7 @@ import numpy as np
 
 from hwmodel.isa import Instruction, make
 from hwmodel.streams import LazyStream
+from sim.channel import C_ROW, C_STAMP
 
 HOST_STREAM = -1
 
@@ -43,7 +44,7 @@ def signal_plan(order, channels_of: Callable[[str], list[int]], preds: dict[str,
 
 
 def _checked(pt, ch: int) -> tuple[list[Instruction], tuple[int, ...]]:
-    producer, rel = pt.per_channel.get(ch, (list, ()))
+    producer, rel = pt.per_channel.get(ch, (list, ()))[:2]
     seq = producer()
     if len(seq) != len(rel):
         raise DecodeError(f"{pt.task}: channel {ch} emitted {len(seq)} commands, {len(rel)} were timed")
@@ -51,14 +52,21 @@ def _checked(pt, ch: int) -> tuple[list[Instruction], tuple[int, ...]]:
 
 
 class _Shared:
-    """The stamped commands of one task, shared by its lockstep channels until the last of them
-    has been built: per timing (channels of one signature share a timing)."""
+    """What the lockstep channels of one task share until the last of them has been built: the
+    stamped commands per timing (channels of one signature share a timing), and for encoded
+    parts the emitters' encoded templates (`templates`, filled by the emitters)."""
 
-    __slots__ = ("left", "stamped")
+    __slots__ = ("left", "stamped", "rows_left", "templates")
 
     def __init__(self, channels: int):
-        self.left = channels
+        self.left = self.rows_left = channels
         self.stamped: dict[int, tuple[list[Instruction], list[Instruction]]] = {}
+        self.templates: dict = {}
+
+    def built_rows(self) -> None:
+        self.rows_left -= 1
+        if self.rows_left <= 0:
+            self.templates.clear()
 
 
 def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
@@ -80,10 +88,43 @@ def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
     return out
 
 
+def _encoded_body(pt, ch: int, shared: _Shared | None, encode) -> np.ndarray:
+    """The task's commands on `ch`, encoded, stamped at start + relative issue cycle. A producer
+    may come with an encoder of its own (per_channel[ch][2]: given the task's shared template
+    cache, the encoded rows without building the commands); else the commands are built and
+    encoded."""
+    entry = pt.per_channel.get(ch, (list, ()))
+    rel = entry[1]
+    body = entry[2](shared.templates if shared is not None else {}) if len(entry) > 2 else encode(entry[0]())
+    if shared is not None:
+        shared.built_rows()
+    if len(body) != len(rel):
+        raise DecodeError(f"{pt.task}: channel {ch} encoded {len(body)} commands, {len(rel)} were timed")
+    if len(body):
+        body[:, C_STAMP] = pt.start + np.asarray(rel, dtype=np.int64)
+    return body
+
+
+class _SignalRows:
+    """Encoded WAIT / SIG rows: the encoding of one, its signal id (column C_ROW) replaced."""
+
+    def __init__(self, encode):
+        self._one = {op: encode([make(op, id=0)]) for op in ("WAIT", "SIG")}
+
+    def __call__(self, op: str, ids) -> np.ndarray:
+        out = np.repeat(self._one[op], len(ids), axis=0)
+        out[:, C_ROW] = ids
+        return out
+
+
 def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels: dict[str, list[int]],
-            n_channels: int, lazy: bool) -> tuple[list, list[Instruction]]:
-    """Channel streams (LazyStreams if `lazy`, else lists) and the host stream (a list)."""
-    channels: list[list[tuple[int, int, int, Callable[[], list[Instruction]]]]] = [[] for _ in range(n_channels)]
+            n_channels: int, lazy: bool, encode=None) -> tuple[list, list[Instruction]]:
+    """Channel streams (LazyStreams if `lazy`, else lists) and the host stream (a list).
+    `encode` (lazy only): the simulator's encoder (a list of instructions -> its table); the
+    LazyStreams then also hand out their parts encoded, without building instruction objects."""
+    channels: list[list[tuple]] = [[] for _ in range(n_channels)]
+    if encode is not None:
+        signal_rows = _SignalRows(encode)
     host: list[tuple[int, int, int, Callable[[], list[Instruction]]]] = []
     for pt in order:
         chans = channels_of(pt.resource)
@@ -101,13 +142,29 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
                     body.append(make("SIG", id=sig))
                 return body
 
-            (host if ch == HOST_STREAM else channels[ch]).append((pt.start, 1, n, part))
+            if ch == HOST_STREAM:
+                host.append((pt.start, 1, n, part))
+                continue
+            if encode is None:
+                channels[ch].append((pt.start, 1, n, part))
+                continue
+
+            def rows(pt=pt, ch=ch, waits=waits, sig=sig, shared=shared) -> np.ndarray:
+                body = _encoded_body(pt, ch, shared, encode)
+                if not waits and sig is None:
+                    return body
+                return np.concatenate([signal_rows("WAIT", waits), body,
+                                       signal_rows("SIG", () if sig is None else (sig,))])
+
+            channels[ch].append((pt.start, 1, n, part, rows))
     for g, rs in refs.items():
         for at in rs:
             ref = [make("REF", cycle=at)]
+            ref_rows = encode(ref) if encode is not None else None
             for ch in group_channels[g]:
-                channels[ch].append((at, 0, 1, lambda ref=ref: ref))
-    out = [LazyStream([(n, f) for _, _, n, f in sorted(items, key=lambda x: (x[0], x[1]))]) for items in channels]
+                item = (at, 0, 1, lambda ref=ref: ref)
+                channels[ch].append(item if ref_rows is None else (*item, lambda r=ref_rows: r.copy()))
+    out = [LazyStream([p[2:] for p in sorted(items, key=lambda x: (x[0], x[1]))]) for items in channels]
     if not lazy:  # channel after channel: lockstep channels still share the stamped objects
         out = [list(s) for s in out]
     return out, [i for _, _, _, f in sorted(host, key=lambda x: (x[0], x[1])) for i in f()]

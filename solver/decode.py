@@ -15,16 +15,18 @@ Deterministic: same problem and solution, same bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from hwmodel.isa import ISA, ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
+from sim.encode import encode_stream
 from sim.host import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
 
 from . import assemble
 from .assemble import HOST_STREAM, DecodeError, signal_plan  # noqa: F401  (DecodeError: part of the API)
 from .emit_mv import MVEmitter
-from .host_emit import emit_weight_read
+from .host_emit import emit_weight_read, encoded_weight_read
 from .kv_emit import emit_kv_append
 from .layout import Layout
 from .lower import Lowering
@@ -105,7 +107,7 @@ def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tu
 
 
 def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts,
-                   timings: _Timings):
+                   timings: _Timings, encode=None):
     """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
     and the task's duration and completion. Emission is deferred to stream building, so the
     commands of the whole program never sit in memory twice."""
@@ -155,6 +157,9 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
         tt = timings.structure((structure, channel_signature(lay.t, ci)), lambda ci=ci: emit(ci))
         end, comp = max(end, tt.duration), max(comp, tt.completion)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
+        if encode is not None:  # encoded from a template (assemble: the stream's rows)
+            per[pl.channels[ci]] += ((lambda cache, ci=ci: emitter.encoded(ci, cache, encode)) if kind == "mv" else
+                                     (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode)),)
     return per, end, comp
 
 
@@ -189,6 +194,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
     placements: list[Placement] = []
     in_banks: set[str] = set()
     timings = _Timings(hw)
+    encode = partial(encode_stream, hw) if lazy else None  # lazy streams also hand out encoded parts
     for job in problem.jobs:
         mode = chosen[job.name]
         tilings = mode.payload.tilings
@@ -205,7 +211,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
                     sym.id(staging(program.op(o).outputs[0]))
         for task in mode.tasks:
             commands[task.name] = _task_commands(hw, program, sym, op_index, groups, task, mode.payload.roles[task.name],
-                                                 tilings, layouts[job.name], timings)
+                                                 tilings, layouts[job.name], timings, encode)
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
     host_ops = [o for j in problem.jobs for r in chosen[j.name].payload.roles.values()
@@ -291,6 +297,6 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
     plan = signal_plan(order, channels_of, preds, res_of)
     stream_channels, stream_host = assemble.streams(order, channels_of, plan, refs,
                                                     {g: list(groups[g].channels) for g in groups},
-                                                    hw.organization.channels, lazy)
+                                                    hw.organization.channels, lazy, encode)
     streams = StreamSet(hw.name, ISA_VERSION, sym.names, stream_channels, stream_host, placements)
     return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used)

@@ -21,12 +21,14 @@ from collections import deque
 from dataclasses import dataclass
 from math import ceil
 
+import numpy as np
+
 from hwmodel import Hardware
 from hwmodel.isa import Instruction, make
 
 from .layout import Layout
 from .symbols import Symbols, staging
-from .tiling import channel_signature
+from .tiling import channel_parts, channel_signature
 
 
 class _Interned:
@@ -195,6 +197,17 @@ class MVEmitter:
         for pos, ins in zip(template.readouts, self._readout_sequence(ci)):
             seq[pos] = ins
         return seq
+
+    def encoded(self, ci: int, cache: dict, encode) -> np.ndarray:
+        """`encode(emit(ci))`, encoded once per row distribution, base row and fused parts
+        (tiling.channel_parts): such channels differ only in data addresses (WRGB sources, RDACC
+        offsets), which the encoding leaves out. `cache`: the caller's, kept while the task's
+        channels are built; `encode`: the simulator's encoder."""
+        key = (channel_signature(self.t, ci), self.lay.base_rows[self.t.channels[ci]], channel_parts(self.t, ci))
+        rows = cache.get(key)
+        if rows is None:
+            rows = cache[key] = encode(self._emit(ci))
+        return rows.copy()
 
     def _slot_matrices(self, ci: int) -> tuple[int, ...]:
         """Per slot of the channel: whose vectors its WRGBs write."""
@@ -375,3 +388,4 @@ class _LoadSpreader:
             a, b = n * i // pieces, n * (i + 1) // pieces
             self.seq.append(self.mac(mask, col + a, b - a, gb + a, acc))
             self.emit(q * (i + 1) // pieces - q * i // pieces)
+

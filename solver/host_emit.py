@@ -1,11 +1,14 @@
 """Emit host-dispatch alternatives: weights read over the link (RD sweeps) for a host GEMV."""
 from __future__ import annotations
 
+import numpy as np
+
 from hwmodel import Hardware
 from hwmodel.isa import Instruction, make, make_args
 
 from .layout import Layout
 from .symbols import Symbols, host_copy
+from .tiling import channel_parts, channel_signature
 
 
 def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> list[Instruction]:
@@ -38,3 +41,16 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
             seq.append(make_args("RD", (bank, col, n, d, start)))  # fields: bank, col, count, dst, offset
         seq.append(make("PRE", mask=mask))
     return seq
+
+
+def encoded_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, cache: dict, encode) -> np.ndarray:
+    """`encode(emit_weight_read(...))`, encoded once per row distribution, base row and fused
+    parts (tiling.channel_parts): such channels read the same banks, rows, columns and counts
+    into the same host copies and differ only in host offsets, which the encoding leaves out.
+    `cache`: the caller's, kept while the task's channels are built."""
+    t = lay.t
+    key = ("weight read", channel_signature(t, ci), lay.base_rows[t.channels[ci]], channel_parts(t, ci))
+    rows = cache.get(key)
+    if rows is None:
+        rows = cache[key] = encode(emit_weight_read(hw, lay, symbols, ci))
+    return rows.copy()

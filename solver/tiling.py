@@ -134,6 +134,30 @@ def channel_signature(t: Tiling, ci: int) -> tuple:
     return tuple(out)
 
 
+def channel_parts(t: Tiling, ci: int) -> tuple:
+    """Per slot and unit of channel `ci`: the fused part (index into shape.parts) of each run of
+    rows between part cuts. With the channel's signature (the runs) and base row, this fixes
+    every field of its commands but host offsets: banks, rows, columns, counts, and the tensors
+    they name (a part's weight copy, its output's staging)."""
+    sh = t.shape
+    if not sh.parts:
+        return ()
+    edges = sorted({e for p in sh.parts for e in (p.row0, p.row0 + p.rows)})
+    out = []
+    for slot in range(t.slot_count):
+        for pu in range(t.pus):
+            held = t.pu_rows(ci, slot, pu)
+            if held is not None:
+                _, r0, r1 = held
+                out.append(tuple(_part_index(sh, r) for r in (r0, *(e for e in edges if r0 < e < r1))))
+    return tuple(out)
+
+
+def _part_index(shape, row: int) -> int | None:
+    p = shape.part_of(row)
+    return None if p is None else shape.parts.index(p)
+
+
 def slot_rows(t: Tiling, ci: int) -> tuple:
     """The row range each slot of channel `ci` holds (None: padding). Channels with equal slot
     rows write a KV append to the same banks, rows and columns (from other host offsets)."""

@@ -10,6 +10,7 @@ import sim
 from hwmodel.isa_codec import encode_records
 from hwmodel.streams import LazyStream
 from pimsat.instance import Instance, load_instance
+from sim.encode import encode_stream
 from pimsat.pipeline import SolveOptions, _lower_both_styles, run, solve
 from solver.decode import decode
 
@@ -37,25 +38,27 @@ def test_lazy_streams_are_the_eager_bytes(make_instance, method):
     assert lazy.streams.instruction_count() == eager.streams.instruction_count()
     for a, b in zip(eager.streams.channels + [eager.streams.host], lazy.streams.channels + [lazy.streams.host]):
         assert np.array_equal(encode_records(list(a)), encode_records(list(b)))
+    # the encoded parts (what a streamed simulation reads) are the encoding of the listed streams
+    for c, (a, b) in enumerate(zip(eager.streams.channels, lazy.streams.channels)):
+        assert b.has_rows
+        if len(a):
+            assert np.array_equal(b.rows(0, len(b)), encode_stream(hw, a)), f"channel {c}"
+            cut = len(b) // 3  # slices across part boundaries
+            head = b.rows(0, cut)  # through the end of the part holding instruction cut - 1
+            assert np.array_equal(np.concatenate([head, b.rows(len(head), len(b))]), encode_stream(hw, a))
     whole = sim.simulate(hw, eager.streams, program=prog, functional=False, record=True)
     streamed = sim.simulate(hw, lazy.streams, program=prog, functional=False, record=False)
     assert streamed.cycles == whole.cycles == eager.predicted_cycles
     assert streamed.counts.tolist() == whole.counts.tolist() and streamed.stalls == whole.stalls
 
 
-def test_a_large_timing_only_run_without_log_reads_lazy_streams(monkeypatch):
-    """The pipeline's streamed runs (timing-only, no command log) of programs over EAGER_LIMIT
-    instructions never list the program; smaller ones and functional runs do."""
-    import pimsat.pipeline
-
+def test_timing_only_runs_without_log_read_encoded_lazy_streams():
+    """The pipeline's streamed runs (timing-only, no command log) never list the program: they
+    read lazy streams whose parts come encoded. Functional runs list theirs. Same cycles."""
     inst = CASES[0].values[0]()
-    small = run(inst, SolveOptions(method="greedy", functional=False, record=False))
-    assert all(isinstance(s, list) for s in small.compiled.streams.channels)
-    monkeypatch.setattr(pimsat.pipeline, "EAGER_LIMIT", 100)
     r = run(inst, SolveOptions(method="greedy", functional=False, record=False))
-    assert r.compiled.streams.instruction_count() > 100
-    assert all(isinstance(s, LazyStream) for s in r.compiled.streams.channels)
-    assert r.sim.cycles == r.compiled.predicted_cycles == small.sim.cycles
+    assert all(isinstance(s, LazyStream) and s.has_rows for s in r.compiled.streams.channels)
+    assert r.sim.cycles == r.compiled.predicted_cycles
     full = run(inst, SolveOptions(method="greedy", functional=True))
     assert all(isinstance(s, list) for s in full.compiled.streams.channels)
     assert full.sim.cycles == r.sim.cycles

@@ -8,17 +8,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
+import numpy as np
 import pytest
 
 import ir
 from hwmodel import load_hardware
+from sim.encode import encode_stream
 from solver.decode import _TIMED_FIELDS
 from solver.emit_mv import MVEmitter
+from solver.host_emit import emit_weight_read, encoded_weight_read
 from solver.kv_emit import emit_kv_append
 from solver.layout import Layout
 from solver.mvshape import fused_shape, mv_shape
-from solver.symbols import Symbols
+from solver.symbols import Symbols, host_copy
 from solver.task_timing import time_task
 from solver.tiling import channel_signature, make_tiling, structure_key
 
@@ -36,6 +40,7 @@ def _qkv(n: int = 24, k: int = 64):
 CASES = [
     ("gemv", ir.gemv_program(100, 80), "gemv", (0, 1, 2)),  # padding: channels hold fewer rows
     ("fused-qkv", _qkv(), ("q", "k", "v"), (0, 1)),
+    ("fused-qkv-3", _qkv(), ("q", "k", "v"), (0, 1, 2)),  # one part per channel: readouts differ
     ("gemv-b3", ir.gemv_program(64, 256, batch=3), "gemv", (0, 1)),
     ("scores", ir.attention_program(4, 2, 16, 15), "scores", (0, 1, 2)),
     ("context", ir.attention_program(4, 2, 16, 15), "context", (0, 1)),
@@ -55,6 +60,40 @@ def test_template_channels_equal_channels_emitted_alone(name, program, op, chann
     for ci in range(len(channels)):
         alone = MVEmitter(hw, lay, Symbols(), style).emit(ci)
         assert shared.emit(ci) == alone, f"channel {ci}"
+
+
+@pytest.mark.parametrize("style", ["overlap", "naive"])
+@pytest.mark.parametrize("name,program,op,channels", CASES, ids=[c[0] for c in CASES])
+def test_encoded_channels_equal_the_encoding_of_channels_emitted_alone(name, program, op, channels, style):
+    """What a streamed simulation reads (MVEmitter.encoded, a table per channel from one
+    template per row distribution) is the encoding of each channel's commands, in any order."""
+    hw = load_hardware("fpga-proto")
+    shape = fused_shape(program, list(op), "qkv") if isinstance(op, tuple) else mv_shape(program, op)
+    t = make_tiling(hw, shape, channels, interleave=style == "overlap")
+    lay = Layout(hw, t, {c: 5 for c in channels})
+    encode = partial(encode_stream, hw)
+    for order in (range(len(channels)), reversed(range(len(channels)))):
+        shared, cache = MVEmitter(hw, lay, Symbols(), style), {}
+        for ci in order:
+            alone = encode(MVEmitter(hw, lay, Symbols(), style).emit(ci))
+            assert np.array_equal(shared.encoded(ci, cache, encode), alone), f"channel {ci}"
+
+
+@pytest.mark.parametrize("name,program,op,channels", CASES, ids=[c[0] for c in CASES])
+def test_encoded_weight_reads_equal_the_encoding_of_channels_emitted_alone(name, program, op, channels):
+    """A host GEMV's weight reads as a streamed simulation reads them (one table per row
+    distribution and base row for a one-tensor matrix): the encoding of each channel's reads."""
+    hw = load_hardware("fpga-proto")
+    shape = fused_shape(program, list(op), "qkv") if isinstance(op, tuple) else mv_shape(program, op)
+    t = make_tiling(hw, shape, channels)
+    lay = Layout(hw, t, {c: 5 + c % 2 for c in channels})
+    sym = Symbols()  # one symbol table (as in decode): host copies have the same ids in every channel
+    for part in shape.parts:
+        sym.id(host_copy(part.resident))
+    encode, cache = partial(encode_stream, hw), {}
+    for ci in reversed(range(len(channels))):
+        alone = encode(emit_weight_read(hw, lay, sym, ci))
+        assert np.array_equal(encoded_weight_read(hw, lay, sym, ci, cache, encode), alone), f"channel {ci}"
 
 
 def test_append_timing_ignores_host_addresses():
