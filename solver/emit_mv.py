@@ -71,6 +71,7 @@ class MVEmitter:
         self._act = _Interned("ACT", "mask", "row")
         self._pre = _Interned("PRE", "mask")
         self._templates: dict[tuple, _Template] = {}  # per channel signature and base row
+        self.split_used = False  # the last channel emitted split a MAC run (else split_macs made no difference)
         shape = self.t.shape
         self._part_edges = sorted({e for p in shape.parts for e in (p.row0, p.row0 + p.rows)})
 
@@ -340,6 +341,7 @@ class MVEmitter:
             seq.extend(self._rdacc(ci, ps, pp, pg))
         for sel, seg in sorted(open_rows.items()):
             seq.append(self._pre(lay.segment_mask(seg)))
+        self.split_used = loads.diverged
         return seq
 
 
@@ -357,6 +359,7 @@ class _LoadSpreader:
         self.pending: deque[Instruction] = deque()
         self.loads = self.bursts = self.done = self.emitted = 0
         self.split = False
+        self.diverged = False  # some MAC carried more than one load: not what an unsplit tiling emits
 
     def queue(self, loads, macs: int, bursts: int) -> None:
         """The next step's loads, to spread over this step's `macs` MAC instructions (`bursts`)."""
@@ -383,6 +386,7 @@ class _LoadSpreader:
             return
         due = -(-self.loads * min(self.done, self.bursts) // self.bursts)
         q = min(len(self.pending), max(1, due - self.emitted))
+        self.diverged |= q > 1  # (q == 1: one MAC, one load, as unsplit)
         pieces = min(n, q)
         for i in range(pieces):
             a, b = n * i // pieces, n * (i + 1) // pieces

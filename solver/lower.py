@@ -128,9 +128,12 @@ class Lowerer:
                 best = None
                 for split in (True, False):
                     lay = Layout(self.hw, replace(tiling, split_macs=split))
-                    tt = time_task(self.hw, MVEmitter(self.hw, lay, Symbols(), style).emit(0))
+                    emitter = MVEmitter(self.hw, lay, Symbols(), style)
+                    tt = time_task(self.hw, emitter.emit(0))
                     if best is None or tt.duration < best[1].duration:
                         best = (split, tt, lay)
+                    if not emitter.split_used:
+                        break  # no MAC run was split: the unsplit tiling emits the same commands
                 self.lowering.split_macs[split_key], tt, layout = best
             else:
                 tt = time_task(self.hw, emit_weight_read(self.hw, layout, Symbols(), 0))

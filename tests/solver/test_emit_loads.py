@@ -50,3 +50,23 @@ def test_split_emission_is_exact_and_correct_end_to_end():
     assert True in r.lowering.split_macs.values()
     assert r.outputs_match is True
     assert int(r.sim.cycles) == r.compiled.predicted_cycles
+
+
+def test_an_emission_that_split_no_mac_run_is_the_unsplit_emission():
+    """Lowering times split_macs=False only when the split emission did split a run
+    (MVEmitter.split_used): otherwise both emit the same commands."""
+    cases = [(load_hardware("gddr6-aim", GDDR6), ir.gemv_program(512, 2048, batch=4)),
+             (load_hardware("gddr6-aim", GDDR6), ir.gemv_program(256, 512, batch=1)),
+             (load_hardware("hbm2-pim", ["organization.channels=2"]), ir.gemv_program(256, 1024, batch=16)),
+             (load_hardware("hbm2-pim", ["organization.channels=2"]), ir.gemv_program(256, 1024, batch=1)),
+             (load_hardware("fpga-proto"), ir.gemv_program(100, 80, batch=3))]
+    used = []
+    for hw, program in cases:
+        t = make_tiling(hw, mv_shape(program, program.ops[0].name), tuple(range(hw.organization.channels)))
+        for ci in range(len(t.channels)):
+            split = MVEmitter(hw, Layout(hw, replace(t, split_macs=True)), Symbols(), "overlap")
+            seq = split._emit(ci)
+            unsplit = MVEmitter(hw, Layout(hw, replace(t, split_macs=False)), Symbols(), "overlap")._emit(ci)
+            used.append(split.split_used)
+            assert split.split_used == (seq != unsplit)
+    assert True in used and False in used
