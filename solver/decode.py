@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from hwmodel.isa import ISA, ISA_VERSION, Instruction, make
+from hwmodel.isa import ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
 from sim.encode import encode_stream
@@ -32,8 +32,7 @@ from .layout import Layout
 from .lower import Lowering
 from .problem import HOST, SchedulingProblem, Solution
 from .symbols import Symbols, host_copy, staging
-from .task_timing import TaskTiming, max_latency_after, time_task
-from .tiling import channel_signature, structure_key
+from .task_timing import StructureTimings, max_latency_after
 
 
 @dataclass
@@ -53,34 +52,6 @@ class _Placed:
     end: int  # quiet end (next command on the resource may follow)
     completion: int
     per_channel: dict[int, tuple]  # channel (-1: host) -> (emit the commands, their relative issue cycles)
-
-
-# fields that name host memory (tensor and element): they never change when a command may issue
-_TIMED_FIELDS = {op.mnemonic: tuple(i for i, f in enumerate(op.fields) if f.name not in ("src", "dst", "offset"))
-                 for op in ISA.ops}
-
-
-class _Timings:
-    """The decode's task timings. MV and weight-read tasks by structure (see
-    tiling.structure_key). KV-cache appends by command sequence: the channels of a layer (and
-    the layers) write the same banks, rows and columns from different host offsets, so few
-    distinct sequences are ever timed."""
-
-    def __init__(self, hw):
-        self.hw = hw
-        self._seen: dict[tuple, TaskTiming] = {}
-
-    def time(self, seq: list[Instruction]) -> TaskTiming:
-        """An append, by its commands' timed fields."""
-        return self.structure(("append", tuple((ins.op, *(ins.args[i] for i in _TIMED_FIELDS[ins.op])) for ins in seq)),
-                              lambda: seq)
-
-    def structure(self, key: tuple, commands) -> TaskTiming:
-        """The timing of `commands()`, emitted only the first time `key` is seen."""
-        tt = self._seen.get(key)
-        if tt is None:
-            tt = self._seen[key] = time_task(self.hw, commands())
-        return tt
 
 
 def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tuple[dict[str, list[Layout]], dict[str, int]]:
@@ -107,7 +78,7 @@ def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tu
 
 
 def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts,
-                   timings: _Timings, encode=None):
+                   timings: StructureTimings, encode=None):
     """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
     and the task's duration and completion. Emission is deferred to stream building, so the
     commands of the whole program never sit in memory twice."""
@@ -152,9 +123,8 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     # channels of one signature run in lockstep (same stamps), and so do the tasks of repeated
     # layers: each structure is timed once per decode (a channel with padding on its own)
     end = comp = 0
-    structure = (kind, pl.style, structure_key(lay.t))
     for ci in cis:
-        tt = timings.structure((structure, channel_signature(lay.t, ci)), lambda ci=ci: emit(ci))
+        tt = timings.structure(timings.key(kind, pl.style, lay.t, ci), lambda ci=ci: emit(ci))
         end, comp = max(end, tt.duration), max(comp, tt.completion)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
         if encode is not None:  # encoded from a template (assemble: the stream's rows)
@@ -193,7 +163,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
     commands: dict[str, tuple[dict[int, list[Instruction]], int, int]] = {}
     placements: list[Placement] = []
     in_banks: set[str] = set()
-    timings = _Timings(hw)
+    timings = StructureTimings(hw, lowering.structures)  # what lowering and the bound timed already
     encode = partial(encode_stream, hw) if lazy else None  # lazy streams also hand out encoded parts
     for job in problem.jobs:
         mode = chosen[job.name]

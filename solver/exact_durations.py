@@ -12,6 +12,7 @@ from .layout import Layout
 from .lower import Lowering
 from .problem import HOST, SchedulingProblem
 from .symbols import Symbols
+from .task_timing import StructureTimings
 from .tiling import channel_signature, slot_rows
 
 
@@ -28,12 +29,12 @@ def _alike(lowering: Lowering, pl) -> bool:
 def exact_durations(problem: SchedulingProblem, lowering: Lowering) -> dict[int, int]:
     """id(task) -> the decoder's duration, for the group tasks of tilings whose channels differ
     (keyed by identity: both lowering styles name their all-group modes alike)."""
-    from .decode import _task_commands, _Timings  # the decoder's own timing of a task
+    from .decode import _task_commands  # the decoder's own timing of a task
 
     hw, program = lowering.hw, lowering.program
     groups = {g.name: g for g in problem.groups}
     op_index = {op.name: i for i, op in enumerate(program.ops)}
-    timings = _Timings(hw)
+    timings = StructureTimings(hw, lowering.structures)
     out: dict[int, int] = {}
     for job in problem.jobs:
         for mode in job.modes:

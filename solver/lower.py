@@ -28,7 +28,7 @@ from .mvshape import MVShape, fused_shape, mv_shape
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
 from .split import split_modes
 from .symbols import Symbols
-from .task_timing import TaskTiming, time_task
+from .task_timing import StructureTimings, TaskTiming, time_task
 from .tiling import Tiling, make_tiling, slot_rows
 
 
@@ -73,6 +73,9 @@ class Lowering:
     options: LowerOptions
     groups: list[Group]
     timings: dict[tuple, TaskTiming] = field(default_factory=dict)
+    # timings by task structure (StructureTimings): what lowering timed, then what the bound's
+    # exact durations and every decode of this lowering time
+    structures: dict[tuple, TaskTiming] = field(default_factory=dict)
     max_tail: int = 0  # max over timed tasks of duration - completion (quiet end after last data)
 
     split_macs: dict[tuple, bool] = field(default_factory=dict)  # timed choice per (shape, channels, style)
@@ -130,6 +133,7 @@ class Lowerer:
                     lay = Layout(self.hw, replace(tiling, split_macs=split))
                     emitter = MVEmitter(self.hw, lay, Symbols(), style)
                     tt = time_task(self.hw, emitter.emit(0))
+                    self.lowering.structures.setdefault(StructureTimings.key(kind, style, lay.t, 0), tt)
                     if best is None or tt.duration < best[1].duration:
                         best = (split, tt, lay)
                     if not emitter.split_used:
@@ -137,6 +141,7 @@ class Lowerer:
                 self.lowering.split_macs[split_key], tt, layout = best
             else:
                 tt = time_task(self.hw, emit_weight_read(self.hw, layout, Symbols(), 0))
+                self.lowering.structures.setdefault(StructureTimings.key(kind, style, layout.t, 0), tt)
             self.lowering.timings[key] = tt
             self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
         return self.lowering.timings[key], layout
@@ -158,7 +163,7 @@ class Lowerer:
             seen.add(rows)
             seq = emit_kv_append(self.hw, layout, sym, ci, new, position)
             if seq:
-                tt = time_task(self.hw, seq)
+                tt = StructureTimings(self.hw, self.lowering.structures).time(seq)
                 worst = max(worst, tt.duration)
                 self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
         self.lowering.timings[key] = TaskTiming((), worst, worst)

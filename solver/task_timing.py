@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwmodel import Hardware
-from hwmodel.isa import ISA_VERSION, Instruction
+from hwmodel.isa import ISA, ISA_VERSION, Instruction
 from hwmodel.model import COMMANDS
 from hwmodel.streams import StreamSet
+
+from .tiling import channel_signature, structure_key
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,3 +89,37 @@ def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
         quiet = int((log["cycle"].astype(np.int64) + lat_arr[log["command"]]).max())
     duration = max(quiet, int(res.cycles), int(times.last[-1]) + 1)
     return TaskTiming(issue, duration, int(res.cycles))
+
+
+# fields that name host memory (tensor and element): they never change when a command may issue
+TIMED_FIELDS = {op.mnemonic: tuple(i for i, f in enumerate(op.fields) if f.name not in ("src", "dst", "offset"))
+                for op in ISA.ops}
+
+
+class StructureTimings:
+    """Task timings by structure, shared by lowering, the bound's exact durations and decode
+    (`Lowering.structures`): each structure is emitted and timed once per lowering. MV and
+    weight-read tasks by (kind, style, tiling.structure_key) and channel signature; KV-cache
+    appends by their commands' timed fields (the channels of a layer, and the layers, write the
+    same banks, rows and columns from different host offsets)."""
+
+    def __init__(self, hw: Hardware, seen: dict[tuple, TaskTiming] | None = None):
+        self.hw = hw
+        self._seen: dict[tuple, TaskTiming] = {} if seen is None else seen
+
+    def time(self, seq: list[Instruction]) -> TaskTiming:
+        """An append, by its commands' timed fields."""
+        return self.structure(("append", tuple((ins.op, *(ins.args[i] for i in TIMED_FIELDS[ins.op])) for ins in seq)),
+                              lambda: seq)
+
+    @staticmethod
+    def key(kind: str, style: str, t, ci: int) -> tuple:
+        """The structure of an MV ("mv") or weight-read ("rd") task on channel `ci` of tiling `t`."""
+        return (kind, style, structure_key(t)), channel_signature(t, ci)
+
+    def structure(self, key: tuple, commands) -> TaskTiming:
+        """The timing of `commands()`, emitted only the first time `key` is seen."""
+        tt = self._seen.get(key)
+        if tt is None:
+            tt = self._seen[key] = time_task(self.hw, commands())
+        return tt

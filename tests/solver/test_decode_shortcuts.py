@@ -16,14 +16,13 @@ import pytest
 import ir
 from hwmodel import load_hardware
 from sim.encode import encode_stream
-from solver.decode import _TIMED_FIELDS
 from solver.emit_mv import MVEmitter
 from solver.host_emit import emit_weight_read, encoded_weight_read
 from solver.kv_emit import emit_kv_append
 from solver.layout import Layout
 from solver.mvshape import fused_shape, mv_shape
 from solver.symbols import Symbols, host_copy
-from solver.task_timing import time_task
+from solver.task_timing import TIMED_FIELDS, time_task
 from solver.tiling import channel_signature, make_tiling, structure_key
 
 def _qkv(n: int = 24, k: int = 64):
@@ -104,7 +103,7 @@ def test_append_timing_ignores_host_addresses():
         lay = Layout(hw, t, 2)
         seq = emit_kv_append(hw, lay, Symbols(), 0, "k", 15)
         assert seq
-        moved = [replace(ins, args=tuple(v + 7 if k not in _TIMED_FIELDS[ins.op] else v for k, v in enumerate(ins.args)))
+        moved = [replace(ins, args=tuple(v + 7 if k not in TIMED_FIELDS[ins.op] else v for k, v in enumerate(ins.args)))
                  for ins in seq]
         assert moved != seq
         assert time_task(hw, moved) == time_task(hw, seq)
