@@ -2,10 +2,13 @@
 at its start, WAIT before a task that waits for another stream, SIG after a task another stream
 waits for, REFs at their cycles.
 
-Each channel stream is a LazyStream whose parts (one task each) are built when read, for
-programs too large to hold (a full model at batch 16), or the list of it. Either way lockstep
-channels share the stamped objects of identical commands (most MAC/ACT/PRE: the emitters hand
-the same objects to every channel).
+Each channel stream is a LazyStream whose parts (one task each) are built when read, or the list
+of it. Listed, lockstep channels share the stamped objects of identical commands (most MAC/ACT/PRE:
+the emitters hand the same objects to every channel). For a streamed simulation (`encode` given)
+the parts also come encoded, the simulator's table: an MV task or weight read is encoded once per
+row distribution, base row and fused parts and copied to the task's other channels, so no
+instruction object is built for most of the program (a full model at batch 16 is over a billion
+commands).
 """
 from __future__ import annotations
 
