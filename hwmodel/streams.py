@@ -57,10 +57,11 @@ class LazyStream(Sequence):
     too (error messages), by building the part again: producers must be deterministic."""
 
     def __init__(self, parts: list[tuple], cached: int = 2):
-        """parts: (length, build) or (length, build, rows). `rows`, if every part has one, returns
-        the part already encoded as the simulator's table (one int64 row per instruction,
-        stamps included): a streamed simulation then reads `rows` and no instruction object is
-        built; `build` still serves random access (error messages) and listing."""
+        """parts: (length, build) or (length, build, rows). `rows(lo, hi)`, if every part has
+        one, returns instructions lo..hi-1 of the part already encoded as the simulator's table
+        (one int64 row per instruction, stamps included, a new array): a streamed simulation
+        then reads `rows` and builds no instruction object; `build` still serves random access
+        (error messages) and listing."""
         self._parts = [p for p in parts if p[0]]
         self._offsets = [0]
         for p in self._parts:
@@ -80,30 +81,32 @@ class LazyStream(Sequence):
                 seq = produce()
             if len(seq) != n:
                 raise RuntimeError(f"lazy stream part {k}: {len(seq)} instructions built, {n} announced")
-            _remember(self._cache, k, seq, self._cached)
+            while len(self._cache) >= self._cached:
+                del self._cache[next(iter(self._cache))]
+            self._cache[k] = seq
         return seq
 
-    def _part_rows(self, k: int) -> np.ndarray:
-        n, _, produce = self._parts[k]
-        table = produce()
-        if len(table) != n:
-            raise RuntimeError(f"lazy stream part {k}: {len(table)} rows encoded, {n} announced")
-        return table
-
     def rows(self, start: int, stop: int) -> np.ndarray:
-        """The encoded table of instructions from `start` to the end of the part that holds
-        instruction stop - 1 (whole parts: read front to back, no part is encoded twice and none
-        is kept). A new array; needs `has_rows`."""
+        """The encoded table of instructions start..stop-1 (a new array; needs `has_rows`). A part
+        is asked for the piece of it the range covers (its `rows(lo, hi)`): read front to back,
+        each part is produced piece by piece, in order."""
         stop = min(stop, len(self))
         if start >= stop:
-            return self._part_rows(0)[:0].copy()
+            return self._piece(0, 0, 0)
+        pieces = []
         k = bisect_right(self._offsets, start) - 1
-        pieces = [self._part_rows(k)[start - self._offsets[k]:]]
-        k += 1
-        while self._offsets[k] < stop:
-            pieces.append(self._part_rows(k))
+        while start < stop:
+            lo, hi = start - self._offsets[k], min(stop, self._offsets[k + 1]) - self._offsets[k]
+            pieces.append(self._piece(k, lo, hi))
+            start += hi - lo
             k += 1
-        return np.concatenate(pieces)
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+    def _piece(self, k: int, lo: int, hi: int) -> np.ndarray:
+        table = self._parts[k][2](lo, hi)
+        if len(table) != hi - lo:
+            raise RuntimeError(f"lazy stream part {k}: {len(table)} rows encoded for instructions {lo}..{hi - 1}")
+        return table
 
     def __iter__(self) -> Iterator[Instruction]:
         for k in range(len(self._parts)):
@@ -130,9 +133,3 @@ class LazyStream(Sequence):
         k = bisect_right(self._offsets, i) - 1
         return self._part(k)[i - self._offsets[k]]
 
-
-def _remember(cache: dict, k: int, value, size: int) -> None:
-    """Keep `value` as part k, dropping the oldest parts beyond `size`."""
-    while len(cache) >= size:
-        del cache[next(iter(cache))]
-    cache[k] = value

@@ -150,9 +150,6 @@ class _Feed:
         if nxt >= len(self.stream):
             return False
         self._load(nxt)
-        if len(self.table) > len(state["issue"]):  # slices end at part ends: a longer one than the first
-            for key in ("issue", "lastc", "done"):
-                state[key] = np.full(len(self.table), -1, dtype=np.int64)
         state["st"][K.ST_POS] = 0
         state["st"][K.ST_BASE] = nxt
         return True

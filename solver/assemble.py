@@ -57,16 +57,18 @@ def _checked(pt, ch: int) -> tuple[list[Instruction], tuple[int, ...]]:
 class _Shared:
     """What the lockstep channels of one task share until the last of them has been built: the
     stamped commands per timing (channels of one signature share a timing), and for encoded
-    parts the emitters' encoded templates (`templates`, filled by the emitters)."""
+    parts the encoded commands (`templates`: the emitters' tables, read-only, and the tables of
+    commands without an encoder of their own), kept until every channel has read its last piece."""
 
     __slots__ = ("left", "stamped", "rows_left", "templates")
 
-    def __init__(self, channels: int):
-        self.left = self.rows_left = channels
+    def __init__(self, channels: int, encoded_channels: int):
+        self.left, self.rows_left = channels, encoded_channels
         self.stamped: dict[int, tuple[list[Instruction], list[Instruction]]] = {}
         self.templates: dict = {}
 
-    def built_rows(self) -> None:
+    def read_rows(self) -> None:
+        """One more channel has read its last encoded piece."""
         self.rows_left -= 1
         if self.rows_left <= 0:
             self.templates.clear()
@@ -91,21 +93,27 @@ def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
     return out
 
 
-def _encoded_body(pt, ch: int, shared: _Shared | None, encode) -> np.ndarray:
-    """The task's commands on `ch`, encoded, stamped at start + relative issue cycle. A producer
-    may come with an encoder of its own (per_channel[ch][2]: given the task's shared template
-    cache, the encoded rows without building the commands); else the commands are built and
-    encoded."""
-    entry = pt.per_channel.get(ch, (list, ()))
+def _encoded_body(pt, ch: int, shared: _Shared, encode, lo: int, hi: int) -> np.ndarray:
+    """Commands lo..hi-1 of the task on `ch`, encoded, stamped at start + relative issue cycle. A
+    producer may come with an encoder of its own (per_channel[ch][2]: given the task's shared
+    cache, the table of its commands without building them); else the commands are built and
+    encoded once."""
+    entry = pt.per_channel[ch]
     rel = entry[1]
-    body = entry[2](shared.templates if shared is not None else {}) if len(entry) > 2 else encode(entry[0]())
-    if shared is not None:
-        shared.built_rows()
-    if len(body) != len(rel):
-        raise DecodeError(f"{pt.task}: channel {ch} encoded {len(body)} commands, {len(rel)} were timed")
-    if len(body):
-        body[:, C_STAMP] = pt.start + np.asarray(rel, dtype=np.int64)
-    return body
+    if len(entry) > 2:
+        table = entry[2](shared.templates)
+    else:
+        table = shared.templates.get(("commands", ch))
+        if table is None:
+            table = shared.templates[("commands", ch)] = encode(entry[0]())
+    if len(table) != len(rel):
+        raise DecodeError(f"{pt.task}: channel {ch} encoded {len(table)} commands, {len(rel)} were timed")
+    out = table[lo:hi].copy()
+    out[:, C_STAMP] = pt.start + np.asarray(rel[lo:hi], dtype=np.int64)
+    if hi == len(rel):
+        shared.templates.pop(("commands", ch), None)
+        shared.read_rows()
+    return out
 
 
 class _SignalRows:
@@ -131,7 +139,9 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
     host: list[tuple[int, int, int, Callable[[], list[Instruction]]]] = []
     for pt in order:
         chans = channels_of(pt.resource)
-        shared = _Shared(len(chans)) if chans != [HOST_STREAM] else None
+        shared = None
+        if chans != [HOST_STREAM]:
+            shared = _Shared(len(chans), sum(1 for ch in chans if len(pt.per_channel.get(ch, (list, ()))[1])))
         for ch in chans:
             waits, sig = plan[(pt.task, ch)]
             rel = pt.per_channel.get(ch, (list, ()))[1]
@@ -152,12 +162,17 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
                 channels[ch].append((pt.start, 1, n, part))
                 continue
 
-            def rows(pt=pt, ch=ch, waits=waits, sig=sig, shared=shared) -> np.ndarray:
-                body = _encoded_body(pt, ch, shared, encode)
-                if not waits and sig is None:
-                    return body
-                return np.concatenate([signal_rows("WAIT", waits), body,
-                                       signal_rows("SIG", () if sig is None else (sig,))])
+            def rows(lo: int, hi: int, pt=pt, ch=ch, waits=waits, sig=sig, shared=shared, n=n) -> np.ndarray:
+                h, body = len(waits), n - len(waits) - (sig is not None)
+                pieces = []
+                if lo < h:
+                    pieces.append(signal_rows("WAIT", waits[lo:hi]))
+                b0, b1 = max(lo - h, 0), min(hi - h, body)
+                if b0 < b1:
+                    pieces.append(_encoded_body(pt, ch, shared, encode, b0, b1))
+                if sig is not None and hi == n:
+                    pieces.append(signal_rows("SIG", (sig,)))
+                return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
             channels[ch].append((pt.start, 1, n, part, rows))
     for g, rs in refs.items():
@@ -166,7 +181,7 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
             ref_rows = encode(ref) if encode is not None else None
             for ch in group_channels[g]:
                 item = (at, 0, 1, lambda ref=ref: ref)
-                channels[ch].append(item if ref_rows is None else (*item, lambda r=ref_rows: r.copy()))
+                channels[ch].append(item if ref_rows is None else (*item, lambda lo, hi, r=ref_rows: r[lo:hi].copy()))
     out = [LazyStream([p[2:] for p in sorted(items, key=lambda x: (x[0], x[1]))]) for items in channels]
     if not lazy:  # channel after channel: lockstep channels still share the stamped objects
         out = [list(s) for s in out]

@@ -202,13 +202,13 @@ class MVEmitter:
     def encoded(self, ci: int, cache: dict, encode) -> np.ndarray:
         """`encode(emit(ci))`, encoded once per row distribution, base row and fused parts
         (tiling.channel_parts): such channels differ only in data addresses (WRGB sources, RDACC
-        offsets), which the encoding leaves out. `cache`: the caller's, kept while the task's
-        channels are built; `encode`: the simulator's encoder."""
+        offsets), which the encoding leaves out. The table is the one in `cache` (the caller's, kept
+        while the task's channels are read): read-only. `encode`: the simulator's encoder."""
         key = (channel_signature(self.t, ci), self.lay.base_rows[self.t.channels[ci]], channel_parts(self.t, ci))
         rows = cache.get(key)
         if rows is None:
             rows = cache[key] = encode(self._emit(ci))
-        return rows.copy()
+        return rows
 
     def _slot_matrices(self, ci: int) -> tuple[int, ...]:
         """Per slot of the channel: whose vectors its WRGBs write."""

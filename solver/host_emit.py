@@ -47,10 +47,11 @@ def encoded_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, ca
     """`encode(emit_weight_read(...))`, encoded once per row distribution, base row and fused
     parts (tiling.channel_parts): such channels read the same banks, rows, columns and counts
     into the same host copies and differ only in host offsets, which the encoding leaves out.
-    `cache`: the caller's, kept while the task's channels are built."""
+    The table is the one in `cache` (the caller's, kept while the task's channels are read):
+    read-only."""
     t = lay.t
     key = ("weight read", channel_signature(t, ci), lay.base_rows[t.channels[ci]], channel_parts(t, ci))
     rows = cache.get(key)
     if rows is None:
         rows = cache[key] = encode(emit_weight_read(hw, lay, symbols, ci))
-    return rows.copy()
+    return rows

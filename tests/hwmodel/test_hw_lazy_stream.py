@@ -60,21 +60,28 @@ def test_index_out_of_range():
 
 
 @given(st.lists(st.integers(1, 30), min_size=1, max_size=10), st.integers(1, 40))
-def test_rows_run_to_the_end_of_a_part_and_equal_the_parts(sizes, step):
-    """`rows(start, stop)` returns whole parts (from `start` on): read front to back, the
-    slices concatenate to every part's table, each part encoded once."""
+def test_rows_are_read_piece_by_piece_and_equal_the_parts(sizes, step):
+    """`rows(start, stop)` asks each part for the piece the range covers: read front to back in
+    slices of `step`, the slices concatenate to every part's table, and each part is asked for
+    consecutive pieces, in order."""
     import numpy as np
 
-    encoded = []
-    parts = [(n, lambda: [], lambda k=k, n=n: (encoded.append(k), np.full((n, 2), k))[1]) for k, n in enumerate(sizes)]
-    s = LazyStream(parts)
+    asked = []
+
+    def part(k, n):
+        def rows(lo, hi):
+            asked.append((k, lo, hi))
+            return np.stack([np.full(hi - lo, k), np.arange(lo, hi)], axis=1)
+        return (n, lambda: [], rows)
+
+    s = LazyStream([part(k, n) for k, n in enumerate(sizes)])
     assert s.has_rows
-    got, start = [], 0
-    while start < len(s):
-        t = s.rows(start, start + step)
-        assert start + len(t) in s._offsets and len(t) >= min(step, len(s) - start)
-        got.append(t)
-        start += len(t)
-    assert np.array_equal(np.concatenate(got), np.concatenate([np.full((n, 2), k) for k, n in enumerate(sizes)]))
-    assert encoded == list(range(len(sizes)))
+    got = [s.rows(i, i + step) for i in range(0, len(s), step)]
+    assert all(len(t) == min(step, len(s) - i) for t, i in zip(got, range(0, len(s), step)))
+    whole = np.concatenate([np.stack([np.full(n, k), np.arange(n)], axis=1) for k, n in enumerate(sizes)])
+    assert np.array_equal(np.concatenate(got), whole)
+    for k, n in enumerate(sizes):  # each part: consecutive pieces covering it once
+        pieces = [(lo, hi) for kk, lo, hi in asked if kk == k]
+        assert pieces[0][0] == 0 and pieces[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
     assert not LazyStream([(n, lambda: []) for n in sizes]).has_rows

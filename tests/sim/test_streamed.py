@@ -139,7 +139,7 @@ def _encoded_lazy(hw, ss, sizes):
             if k >= len(s):
                 break
             seq = s[k:k + n]
-            parts.append((len(seq), lambda seq=seq: seq, lambda seq=seq: encode_stream(hw, seq)))
+            parts.append((len(seq), lambda seq=seq: seq, lambda lo, hi, seq=seq: encode_stream(hw, seq[lo:hi])))
             k += n
         return LazyStream(parts)
 
@@ -149,8 +149,8 @@ def _encoded_lazy(hw, ss, sizes):
 @pytest.mark.parametrize("hw,program,ss", _programs())
 @pytest.mark.parametrize("length", SLICES)
 def test_encoded_lazy_channels_measure_what_lists_measure(hw, program, ss, length, monkeypatch):
-    """Slices of an encoded LazyStream run to the end of a part, so they vary in length (here a
-    part of 1, then 9, then 4 instructions: a slice longer than the first)."""
+    """Slices of an encoded LazyStream cut parts and span several (parts of 1, 9 and 4
+    instructions, slices of 1, 2 and 7)."""
     whole = simulate(hw, ss, program, functional=False, record=True)
     monkeypatch.setattr(sim.engine, "SLICE", length)
     lazy = _encoded_lazy(hw, ss, (1, 9, 4))
