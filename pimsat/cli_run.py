@@ -17,23 +17,35 @@ METHODS = ("naive", "greedy", "cpsat")
 
 
 class LiveProgress:
-    """One live line while CP-SAT runs: time, incumbent, proven bound, gap (rich)."""
+    """One live line while a method runs (rich): CP-SAT's time, incumbent, proven bound and gap;
+    then how much of the program the simulator has read."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "cpsat") -> None:
         from rich.live import Live
 
-        self.live = Live(self._text(0.0, None, None), console=console, refresh_per_second=8, transient=True)
+        self.label = label
+        self.live = Live(f"[bold]{label}[/bold] lowering, solving, decoding…", console=console,
+                         refresh_per_second=8, transient=True)
+        self._sim_start: tuple[float, int] | None = None  # (time, instructions) of the first report
 
-    @staticmethod
-    def _text(t: float, incumbent: int | None, bound: int | None) -> str:
+    def _text(self, t: float, incumbent: int | None, bound: int | None) -> str:
         if incumbent is None:
-            return f"[bold]cpsat[/bold] {t:6.2f} s  searching…"
+            return f"[bold]{self.label}[/bold] {t:6.2f} s  searching…"
         gap = "" if not bound or not incumbent else f"  gap {(incumbent - bound) / incumbent * 100:5.2f} %"
-        return (f"[bold]cpsat[/bold] {t:6.2f} s  incumbent {incumbent:,}  bound "
+        return (f"[bold]{self.label}[/bold] {t:6.2f} s  incumbent {incumbent:,}  bound "
                 f"{'—' if bound is None else f'{bound:,}'}{gap}")
 
     def update(self, t: float, incumbent: int | None, bound: int | None) -> None:
         self.live.update(self._text(t, incumbent, bound))
+
+    def simulating(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if self._sim_start is None:
+            self._sim_start = (now, done)
+        t0, d0 = self._sim_start
+        rate = f", {(done - d0) / (now - t0) / 1e6:.1f} M/s" if now > t0 and done > d0 else ""
+        self.live.update(f"[bold]{self.label}[/bold] simulating  {done / 1e6:,.1f} M of {total / 1e6:,.1f} M "
+                         f"instructions ({done / max(total, 1):.0%}{rate})")
 
     def __enter__(self) -> "LiveProgress":
         self.live.__enter__()
@@ -44,14 +56,14 @@ class LiveProgress:
 
 
 def _solve_options(method, time_limit, workers, seed, groups, timing_only, progress=None, deterministic_time=None,
-                   record=False):
+                   record=False, sim_progress=None):
     """record: keep the simulator's command log (only trace.json needs it; without it a
     timing-only simulation is streamed and its memory does not grow with the program)."""
     from .pipeline import SolveOptions
 
     return SolveOptions(method=method, time_limit=time_limit, workers=workers, seed=seed, groups=groups,
                         functional=False if timing_only else None, progress=progress,
-                        deterministic_time=deterministic_time, record=record)
+                        deterministic_time=deterministic_time, record=record, sim_progress=sim_progress)
 
 
 def _solver_flags(fn):
@@ -85,10 +97,10 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
     from .report import print_summary, report_dict
 
     inst = load_instance(instance)
-    if method == "cpsat" and not as_json and console.is_terminal:
-        with LiveProgress() as live:
+    if not as_json and console.is_terminal:
+        with LiveProgress(method) as live:
             opts = _solve_options(method, time_limit, workers, seed, groups, timing_only, live.update,
-                                  deterministic_time, record=out is not None)
+                                  deterministic_time, record=out is not None, sim_progress=live.simulating)
             r = run(inst, opts, sets, preset)
     else:
         opts = _solve_options(method, time_limit, workers, seed, groups, timing_only,
@@ -131,8 +143,13 @@ def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, w
     for path in paths:
         inst = load_instance(path)
         for m in chosen:
-            r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only,
-                                         deterministic_time=deterministic_time), sets, preset)
+            if console.is_terminal:
+                with LiveProgress(f"{inst.name} {m}") as live:
+                    r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only, live.update,
+                                                 deterministic_time, sim_progress=live.simulating), sets, preset)
+            else:
+                r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only,
+                                             deterministic_time=deterministic_time), sets, preset)
             rows.append(report_dict(r))
             del r  # one program's streams in memory at a time
             rep = rows[-1]

@@ -35,6 +35,7 @@ class SolveOptions:
     functional: bool | None = None  # None: functional when it fits FUNCTIONAL_LIMIT_BYTES
     record: bool = True  # keep the simulator's command log (trace.json); timing-only runs without it are streamed
     progress: Callable[[float, int | None, int | None], None] | None = None
+    sim_progress: Callable[[int, int], None] | None = None  # (instructions simulated, instructions), now and then
 
 
 @dataclass
@@ -180,7 +181,7 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
         inputs = ir.generate_inputs(program, seed=instance.seed)
     t3 = time.perf_counter()
     result = sim.simulate(hw, compiled.streams, program=program, state=state, inputs=inputs, functional=functional,
-                          record=opts.record)
+                          record=opts.record, progress=opts.sim_progress)
     clock["simulate"] = time.perf_counter() - t3
 
     if int(result.cycles) != compiled.predicted_cycles:

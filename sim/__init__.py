@@ -62,17 +62,19 @@ __all__ = ["simulate", "verify", "SimResult", "SimulationError", "StreamTimes", 
 
 
 def simulate(hw: Hardware, streams: StreamSet, program=None, state=None, inputs=None, functional: bool = True,
-             record: bool = True) -> SimResult:
+             record: bool = True, progress=None) -> SimResult:
     """Execute `streams` on `hw`. Functional runs need `program`; `state` / `inputs` default to
     ir.weights.generate_state / generate_inputs (seed 0). Raises SimulationError on any violation.
     A timing-only run without the command log (functional=False, record=False) is streamed: the
     kernel reads each channel a slice at a time, so its memory does not grow with the program,
-    and the result keeps no per-instruction channel times (`channel_times` is empty)."""
+    and the result keeps no per-instruction channel times (`channel_times` is empty); `progress`
+    (instructions read, instructions) is called now and then while it runs."""
     if functional and program is None:
         raise SimulationError("stream", "a functional run needs the program (or pass functional=False)")
     nsym = len(streams.symbols) if functional or streams.symbols else None  # timing-only probes may omit symbols
     streamed = not functional and not record
-    timed = run_timing(hw, streams.channels, streams.host, program, record, nsym, streamed=streamed)
+    timed = run_timing(hw, streams.channels, streams.host, program, record, nsym, streamed=streamed,
+                       progress=progress)
     states = timed.channels
     C = len(states)
     nb = hw.organization.banks_per_channel

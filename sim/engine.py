@@ -105,6 +105,7 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
 # Instructions per encoded slice of a channel stream in a streamed run (timing-only, no command
 # log): the kernel's tables then take O(channels x SLICE) memory instead of O(instructions).
 SLICE = 1 << 16
+PROGRESS_EVERY = 0.5  # seconds between progress reports of a streamed run
 
 
 class _Feed:
@@ -156,10 +157,12 @@ class _Feed:
 
 
 def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instruction], program,
-               record: bool, n_symbols: int | None = None, streamed: bool = False) -> Timed:
+               record: bool, n_symbols: int | None = None, streamed: bool = False, progress=None) -> Timed:
     """n_symbols: check src/dst symbol indices against it (None: not checked). streamed: feed the
     channel streams to the kernel a SLICE at a time (no command log, and the per-instruction
-    times of `Timed.channels` hold only the last slice's)."""
+    times of `Timed.channels` hold only the last slice's). progress (streamed runs): called as
+    progress(channel instructions read, channel instructions) as slices are read, at most every
+    PROGRESS_EVERY seconds."""
     if len(channels) > hw.organization.channels:
         raise SimulationError("range", f"{len(channels)} channel streams, but {hw.name} has "
                               f"{hw.organization.channels} channels")
@@ -185,6 +188,7 @@ def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instr
     t2 = time.perf_counter()
     pending = [c for c in range(C) if len(channels[c])] + [C]
     blocked: dict[int, int] = {}
+    total, told = sum(len(ch) for ch in channels), time.monotonic()
     while pending:
         s = pending.pop()
         if s == C:
@@ -198,6 +202,9 @@ def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instr
                 blocked[s] = int(states[s]["st"][K.ST_BLOCK])
             elif feeds[s].advance(states[s]):
                 pending.append(s)
+                if progress is not None and time.monotonic() - told >= PROGRESS_EVERY:
+                    progress(sum(f.base for f in feeds), total)
+                    told = time.monotonic()
         sig = signals.time
         for b, sid in list(blocked.items()):
             if sig[sid] >= 0:

@@ -127,3 +127,13 @@ def test_more_error_paths_are_one_line(tmp_path):
     assert r.exit_code == 2 and "nosuch.yaml" in r.output
     r = invoke("compare", GEMV, "--methods", "greedy", "--csv", tmp_path / "new" / "x.csv")
     assert r.exit_code == 0 and (tmp_path / "new" / "x.csv").exists()
+
+
+def test_live_progress_line_while_simulating():
+    from pimsat.cli_run import LiveProgress
+
+    live = LiveProgress("gemv greedy")
+    live.simulating(0, 2_000_000)
+    live.simulating(1_000_000, 2_000_000)
+    text = str(live.live.renderable)
+    assert "gemv greedy" in text and "1.0 M of 2.0 M instructions (50%" in text

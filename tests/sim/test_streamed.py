@@ -167,3 +167,16 @@ def test_encoded_lazy_channels_fail_like_lists(length, monkeypatch):
     with pytest.raises(SimulationError) as part:
         simulate(fpga, _encoded_lazy(fpga, stamped, (2, 5)), p, functional=False, record=False)
     assert str(part.value) == str(whole.value) and part.value.instr == i
+
+
+def test_a_streamed_run_reports_its_progress(hbm2, monkeypatch):
+    """progress(instructions read, instructions): non-decreasing, within the program."""
+    monkeypatch.setattr(sim.engine, "SLICE", 8)
+    monkeypatch.setattr(sim.engine, "PROGRESS_EVERY", 0.0)
+    work = [make("ACT", mask=1, row=0), make("PRE", mask=1)] * 50
+    seen = []
+    res = simulate(hbm2, streams(hbm2, work), functional=False, record=False, progress=lambda d, t: seen.append((d, t)))
+    assert res.cycles == simulate(hbm2, streams(hbm2, work), functional=False).cycles
+    assert len(seen) >= 10 and all(t == 100 for _, t in seen)
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and 0 < done[0] and done[-1] <= 100
