@@ -31,6 +31,7 @@ from .kv_emit import emit_kv_append
 from .layout import Layout
 from .lower import Lowering
 from .problem import HOST, SchedulingProblem, Solution
+from .relocate import Relocations
 from .symbols import Symbols, host_copy, staging
 from .task_timing import StructureTimings, max_latency_after
 
@@ -78,7 +79,7 @@ def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tu
 
 
 def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts,
-                   timings: StructureTimings, encode=None):
+                   timings: StructureTimings, encode=None, layers: Relocations | None = None):
     """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
     and the task's duration and completion. Emission is deferred to stream building, so the
     commands of the whole program never sit in memory twice."""
@@ -128,8 +129,9 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
         end, comp = max(end, tt.duration), max(comp, tt.completion)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
         if encode is not None:  # encoded from a template (assemble: the stream's rows)
-            per[pl.channels[ci]] += ((lambda cache, ci=ci: emitter.encoded(ci, cache, encode)) if kind == "mv" else
-                                     (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode)),)
+            per[pl.channels[ci]] += ((lambda cache, ci=ci: emitter.encoded(ci, cache, encode, layers)) if kind == "mv"
+                                     else (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode,
+                                                                                    layers)),)
     return per, end, comp
 
 
@@ -165,6 +167,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
     in_banks: set[str] = set()
     timings = StructureTimings(hw, lowering.structures)  # what lowering and the bound timed already
     encode = partial(encode_stream, hw) if lazy else None  # lazy streams also hand out encoded parts
+    layers = Relocations() if lazy else None  # ... shared by the layers' tasks of one structure
     for job in problem.jobs:
         mode = chosen[job.name]
         tilings = mode.payload.tilings
@@ -181,7 +184,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
                     sym.id(staging(program.op(o).outputs[0]))
         for task in mode.tasks:
             commands[task.name] = _task_commands(hw, program, sym, op_index, groups, task, mode.payload.roles[task.name],
-                                                 tilings, layouts[job.name], timings, encode)
+                                                 tilings, layouts[job.name], timings, encode, layers)
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
     host_ops = [o for j in problem.jobs for r in chosen[j.name].payload.roles.values()

@@ -28,7 +28,8 @@ from hwmodel.isa import Instruction, make
 
 from .layout import Layout
 from .symbols import Symbols, staging
-from .tiling import channel_parts, channel_signature
+from .relocate import Relocations
+from .tiling import channel_parts, channel_signature, structure_key
 
 
 class _Interned:
@@ -199,15 +200,25 @@ class MVEmitter:
             seq[pos] = ins
         return seq
 
-    def encoded(self, ci: int, cache: dict, encode) -> np.ndarray:
+    def encoded(self, ci: int, cache: dict, encode, layers: Relocations | None = None) -> np.ndarray:
         """`encode(emit(ci))`, encoded once per row distribution, base row and fused parts
         (tiling.channel_parts): such channels differ only in data addresses (WRGB sources, RDACC
-        offsets), which the encoding leaves out. The table is the one in `cache` (the caller's, kept
-        while the task's channels are read): read-only. `encode`: the simulator's encoder."""
-        key = (channel_signature(self.t, ci), self.lay.base_rows[self.t.channels[ci]], channel_parts(self.t, ci))
-        rows = cache.get(key)
+        offsets), which the encoding leaves out. The table is the one in `cache` (the caller's,
+        kept while the task's channels are read): read-only. `encode`: the simulator's encoder;
+        `layers`: tables of other layers' tasks of the same structure, relocated (see relocate.py)."""
+        t = self.t
+        sig, base, parts = channel_signature(t, ci), self.lay.base_rows[t.channels[ci]], channel_parts(t, ci)
+        rows = cache.get((sig, base, parts))
         if rows is None:
-            rows = cache[key] = encode(self._emit(ci))
+            def produce() -> np.ndarray:
+                return encode(self._emit(ci))
+
+            if layers is None:
+                rows = produce()
+            else:
+                roles = (self.sym.get(t.shape.vector), *(self.sym.get(staging(o)) for o in t.shape.outputs))
+                rows = layers.table(("mv", self.style, structure_key(t), sig, parts), base, roles, produce)
+            cache[(sig, base, parts)] = rows
         return rows
 
     def _slot_matrices(self, ci: int) -> tuple[int, ...]:

@@ -14,6 +14,10 @@ class Symbols:
             self.names.append(name)
         return i
 
+    def get(self, name: str) -> int | None:
+        """The id of `name` if it has one (does not add it)."""
+        return self._ids.get(name)
+
 
 def staging(tensor: str) -> str:
     """Name of the fp32 staging buffer into which RDACC adds the partial sums of `tensor`."""

@@ -21,6 +21,7 @@ from solver.host_emit import emit_weight_read, encoded_weight_read
 from solver.kv_emit import emit_kv_append
 from solver.layout import Layout
 from solver.mvshape import fused_shape, mv_shape
+from solver.relocate import Relocations
 from solver.symbols import Symbols, host_copy
 from solver.task_timing import TIMED_FIELDS, time_task
 from solver.tiling import channel_signature, make_tiling, structure_key
@@ -148,3 +149,41 @@ def test_tasks_of_one_structure_time_alike(name, program, op, channels, style):
         a, b = here.emit(ci), there.emit(ci)
         assert a != b  # other rows and addresses ...
         assert time_task(hw, a) == time_task(hw, b)  # ... the same stamps
+
+
+@pytest.mark.parametrize("style", ["overlap", "naive"])
+@pytest.mark.parametrize("name,program,op,channels", CASES, ids=[c[0] for c in CASES])
+def test_another_layers_encoded_tasks_are_relocated_exactly(name, program, op, channels, style):
+    """A streamed decode emits a task structure once and relocates its table for the same op of
+    every other layer (solver/relocate.py: ACT rows by the base row, symbols by role). The
+    relocated tables are the encoding of that layer's own commands, for MV tasks and weight
+    reads, in one symbol table as in decode."""
+    hw = load_hardware("fpga-proto")
+    other = _renamed(program, ".l7")
+
+    def shape_of(p, suffix=""):
+        if isinstance(op, tuple):
+            return fused_shape(p, [o + suffix for o in op], "qkv" + suffix)
+        return mv_shape(p, op + suffix)
+
+    sym = Symbols()
+    t = make_tiling(hw, shape_of(program), channels, interleave=style == "overlap")
+    u = make_tiling(hw, shape_of(other, ".l7"), channels, interleave=style == "overlap")
+    for tiling in (t, u):
+        for res in [p.resident for p in tiling.shape.parts] or [tiling.shape.resident]:
+            sym.id(host_copy(res))
+    here, there = Layout(hw, t, {c: 5 for c in channels}), Layout(hw, u, {c: 40 + c for c in channels})
+    encode, layers, relocated = partial(encode_stream, hw), Relocations(), []
+    first = MVEmitter(hw, here, sym, style)
+    later = MVEmitter(hw, there, sym, style)
+    for ci in range(len(channels)):
+        first.encoded(ci, {}, encode, layers)
+        encoded_weight_read(hw, here, sym, ci, {}, encode, layers)
+    for ci in range(len(channels)):
+        alone = encode(MVEmitter(hw, there, sym, style).emit(ci))
+        got = later.encoded(ci, {}, encode, layers)
+        assert np.array_equal(got, alone), f"MV channel {ci}"
+        assert np.array_equal(encoded_weight_read(hw, there, sym, ci, {}, encode, layers),
+                              encode(emit_weight_read(hw, there, sym, ci))), f"weight read channel {ci}"
+        relocated.append(not np.array_equal(got, first.encoded(ci, {}, encode)))
+    assert any(relocated)  # the tables did move (other rows and symbols)
