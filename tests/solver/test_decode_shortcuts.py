@@ -124,12 +124,8 @@ def _renamed(program: ir.Program, suffix: str) -> ir.Program:
                       outputs=[ren[i] for i in program.outputs])
 
 
-@pytest.mark.parametrize("style", ["overlap", "naive"])
-@pytest.mark.parametrize("name,program,op,channels", CASES, ids=[c[0] for c in CASES])
-def test_tasks_of_one_structure_time_alike(name, program, op, channels, style):
-    """The decoder times MV tasks once per (structure_key, channel signature): the same op of
-    another layer (other names, other DRAM rows, other host symbols) must run the same stamps."""
-    hw = load_hardware("fpga-proto")
+def _two_layers(hw, program, op, channels, style):
+    """The tilings of op in `program` and of the same op in another layer (renamed)."""
     other = _renamed(program, ".l7")
 
     def shape_of(p, suffix=""):
@@ -137,8 +133,17 @@ def test_tasks_of_one_structure_time_alike(name, program, op, channels, style):
             return fused_shape(p, [o + suffix for o in op], "qkv" + suffix)
         return mv_shape(p, op + suffix)
 
-    t = make_tiling(hw, shape_of(program), channels, interleave=style == "overlap")
-    u = make_tiling(hw, shape_of(other, ".l7"), channels, interleave=style == "overlap")
+    return (make_tiling(hw, shape_of(program), channels, interleave=style == "overlap"),
+            make_tiling(hw, shape_of(other, ".l7"), channels, interleave=style == "overlap"))
+
+
+@pytest.mark.parametrize("style", ["overlap", "naive"])
+@pytest.mark.parametrize("name,program,op,channels", CASES, ids=[c[0] for c in CASES])
+def test_tasks_of_one_structure_time_alike(name, program, op, channels, style):
+    """The decoder times MV tasks once per (structure_key, channel signature): the same op of
+    another layer (other names, other DRAM rows, other host symbols) must run the same stamps."""
+    hw = load_hardware("fpga-proto")
+    t, u = _two_layers(hw, program, op, channels, style)
     assert structure_key(t) == structure_key(u)
     sym = Symbols()
     sym.id("unrelated")  # other host symbol ids
@@ -159,16 +164,8 @@ def test_another_layers_encoded_tasks_are_relocated_exactly(name, program, op, c
     relocated tables are the encoding of that layer's own commands, for MV tasks and weight
     reads, in one symbol table as in decode."""
     hw = load_hardware("fpga-proto")
-    other = _renamed(program, ".l7")
-
-    def shape_of(p, suffix=""):
-        if isinstance(op, tuple):
-            return fused_shape(p, [o + suffix for o in op], "qkv" + suffix)
-        return mv_shape(p, op + suffix)
-
+    t, u = _two_layers(hw, program, op, channels, style)
     sym = Symbols()
-    t = make_tiling(hw, shape_of(program), channels, interleave=style == "overlap")
-    u = make_tiling(hw, shape_of(other, ".l7"), channels, interleave=style == "overlap")
     for tiling in (t, u):
         for res in [p.resident for p in tiling.shape.parts] or [tiling.shape.resident]:
             sym.id(host_copy(res))
