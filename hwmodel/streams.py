@@ -132,4 +132,3 @@ class LazyStream(Sequence):
             raise IndexError("stream index out of range")
         k = bisect_right(self._offsets, i) - 1
         return self._part(k)[i - self._offsets[k]]
-

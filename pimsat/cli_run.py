@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -55,15 +56,22 @@ class LiveProgress:
         self.live.__exit__(*exc)
 
 
-def _solve_options(method, time_limit, workers, seed, groups, timing_only, progress=None, deterministic_time=None,
-                   record=False, sim_progress=None):
+def _live(label: str, wanted: bool = True):
+    """A LiveProgress on a terminal (None inside the `with` otherwise)."""
+    return LiveProgress(label) if wanted and console.is_terminal else nullcontext()
+
+
+def _solve_options(method, time_limit, workers, seed, groups, timing_only, deterministic_time=None, record=False,
+                   live: LiveProgress | None = None):
     """record: keep the simulator's command log (only trace.json needs it; without it a
-    timing-only simulation is streamed and its memory does not grow with the program)."""
+    timing-only simulation is streamed and its memory does not grow with the program).
+    live: where CP-SAT and the simulator report progress."""
     from .pipeline import SolveOptions
 
     return SolveOptions(method=method, time_limit=time_limit, workers=workers, seed=seed, groups=groups,
-                        functional=False if timing_only else None, progress=progress,
-                        deterministic_time=deterministic_time, record=record, sim_progress=sim_progress)
+                        functional=False if timing_only else None, deterministic_time=deterministic_time,
+                        record=record, progress=live.update if live else None,
+                        sim_progress=live.simulating if live else None)
 
 
 def _solver_flags(fn):
@@ -97,15 +105,9 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
     from .report import print_summary, report_dict
 
     inst = load_instance(instance)
-    if not as_json and console.is_terminal:
-        with LiveProgress(method) as live:
-            opts = _solve_options(method, time_limit, workers, seed, groups, timing_only, live.update,
-                                  deterministic_time, record=out is not None, sim_progress=live.simulating)
-            r = run(inst, opts, sets, preset)
-    else:
-        opts = _solve_options(method, time_limit, workers, seed, groups, timing_only,
-                              deterministic_time=deterministic_time, record=out is not None)
-        r = run(inst, opts, sets, preset)
+    with _live(method, not as_json) as live:
+        r = run(inst, _solve_options(method, time_limit, workers, seed, groups, timing_only, deterministic_time,
+                                     record=out is not None, live=live), sets, preset)
     rep = report_dict(r)
     if out:
         from .output import write_outputs
@@ -143,13 +145,9 @@ def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, w
     for path in paths:
         inst = load_instance(path)
         for m in chosen:
-            if console.is_terminal:
-                with LiveProgress(f"{inst.name} {m}") as live:
-                    r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only, live.update,
-                                                 deterministic_time, sim_progress=live.simulating), sets, preset)
-            else:
-                r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only,
-                                             deterministic_time=deterministic_time), sets, preset)
+            with _live(f"{inst.name} {m}") as live:
+                r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only, deterministic_time,
+                                             live=live), sets, preset)
             rows.append(report_dict(r))
             del r  # one program's streams in memory at a time
             rep = rows[-1]

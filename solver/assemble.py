@@ -139,13 +139,11 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
     host: list[tuple[int, int, int, Callable[[], list[Instruction]]]] = []
     for pt in order:
         chans = channels_of(pt.resource)
-        shared = None
-        if chans != [HOST_STREAM]:
-            shared = _Shared(len(chans), sum(1 for ch in chans if len(pt.per_channel.get(ch, (list, ()))[1])))
+        timed = {ch: len(pt.per_channel.get(ch, (list, ()))[1]) for ch in chans}  # commands per channel
+        shared = _Shared(len(chans), sum(1 for k in timed.values() if k)) if chans != [HOST_STREAM] else None
         for ch in chans:
             waits, sig = plan[(pt.task, ch)]
-            rel = pt.per_channel.get(ch, (list, ()))[1]
-            n = len(waits) + len(rel) + (sig is not None)
+            n = len(waits) + timed[ch] + (sig is not None)
 
             def part(pt=pt, ch=ch, waits=waits, sig=sig, shared=shared) -> list[Instruction]:
                 seq, rel = _checked(pt, ch)
@@ -172,7 +170,9 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
                     pieces.append(_encoded_body(pt, ch, shared, encode, b0, b1))
                 if sig is not None and hi == n:
                     pieces.append(signal_rows("SIG", (sig,)))
-                return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+                if len(pieces) == 1:
+                    return pieces[0]
+                return np.concatenate(pieces) if pieces else signal_rows("SIG", ())  # (an empty range: no rows)
 
             channels[ch].append((pt.start, 1, n, part, rows))
     for g, rs in refs.items():

@@ -28,8 +28,8 @@ from hwmodel.isa import Instruction, make
 
 from .layout import Layout
 from .symbols import Symbols, staging
-from .relocate import Relocations
-from .tiling import channel_parts, channel_signature, structure_key
+from .relocate import Relocations, task_table
+from .tiling import channel_signature
 
 
 class _Interned:
@@ -201,25 +201,12 @@ class MVEmitter:
         return seq
 
     def encoded(self, ci: int, cache: dict, encode, layers: Relocations | None = None) -> np.ndarray:
-        """`encode(emit(ci))`, encoded once per row distribution, base row and fused parts
-        (tiling.channel_parts): such channels differ only in data addresses (WRGB sources, RDACC
-        offsets), which the encoding leaves out. The table is the one in `cache` (the caller's,
-        kept while the task's channels are read): read-only. `encode`: the simulator's encoder;
-        `layers`: tables of other layers' tasks of the same structure, relocated (see relocate.py)."""
+        """`encode(emit(ci))` without emitting channels of the same structure again (see
+        relocate.task_table; the roles: the vector, then each output's staging)."""
         t = self.t
-        sig, base, parts = channel_signature(t, ci), self.lay.base_rows[t.channels[ci]], channel_parts(t, ci)
-        rows = cache.get((sig, base, parts))
-        if rows is None:
-            def produce() -> np.ndarray:
-                return encode(self._emit(ci))
-
-            if layers is None:
-                rows = produce()
-            else:
-                roles = (self.sym.get(t.shape.vector), *(self.sym.get(staging(o)) for o in t.shape.outputs))
-                rows = layers.table(("mv", self.style, structure_key(t), sig, parts), base, roles, produce)
-            cache[(sig, base, parts)] = rows
-        return rows
+        return task_table(("mv", self.style), t, ci, self.lay.base_rows[t.channels[ci]], cache, layers,
+                          lambda: (self.sym.get(t.shape.vector), *(self.sym.get(staging(o)) for o in t.shape.outputs)),
+                          lambda: encode(self._emit(ci)))
 
     def _slot_matrices(self, ci: int) -> tuple[int, ...]:
         """Per slot of the channel: whose vectors its WRGBs write."""
@@ -403,4 +390,3 @@ class _LoadSpreader:
             a, b = n * i // pieces, n * (i + 1) // pieces
             self.seq.append(self.mac(mask, col + a, b - a, gb + a, acc))
             self.emit(q * (i + 1) // pieces - q * i // pieces)
-

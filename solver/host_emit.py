@@ -8,8 +8,7 @@ from hwmodel.isa import Instruction, make, make_args
 
 from .layout import Layout
 from .symbols import Symbols, host_copy
-from .relocate import Relocations
-from .tiling import channel_parts, channel_signature, structure_key
+from .relocate import Relocations, task_table
 
 
 def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> list[Instruction]:
@@ -46,24 +45,10 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
 
 def encoded_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, cache: dict, encode,
                         layers: Relocations | None = None) -> np.ndarray:
-    """`encode(emit_weight_read(...))`, encoded once per row distribution, base row and fused
-    parts (tiling.channel_parts): such channels read the same banks, rows, columns and counts
-    into the same host copies and differ only in host offsets, which the encoding leaves out.
-    The table is the one in `cache` (the caller's, kept while the task's channels are read):
-    read-only. `layers`: tables of other layers' reads of the same structure, relocated."""
+    """`encode(emit_weight_read(...))` without emitting channels of the same structure again (see
+    relocate.task_table; the roles: each part's host copy)."""
     t = lay.t
-    sig, base, parts = channel_signature(t, ci), lay.base_rows[t.channels[ci]], channel_parts(t, ci)
-    key = ("weight read", sig, base, parts)
-    rows = cache.get(key)
-    if rows is None:
-        def produce() -> np.ndarray:
-            return encode(emit_weight_read(hw, lay, symbols, ci))
-
-        if layers is None:
-            rows = produce()
-        else:
-            residents = [p.resident for p in t.shape.parts] if t.shape.parts else [t.shape.resident]
-            roles = tuple(symbols.get(host_copy(r)) for r in residents)
-            rows = layers.table(("rd", structure_key(t), sig, parts), base, roles, produce)
-        cache[key] = rows
-    return rows
+    residents = [p.resident for p in t.shape.parts] if t.shape.parts else [t.shape.resident]
+    return task_table(("rd",), t, ci, lay.base_rows[t.channels[ci]], cache, layers,
+                      lambda: tuple(symbols.get(host_copy(r)) for r in residents),
+                      lambda: encode(emit_weight_read(hw, lay, symbols, ci)))

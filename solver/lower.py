@@ -114,6 +114,7 @@ class Lowerer:
         self.hw, self.p, self.opt = hw, program, options
         self.groups = make_groups(hw, options.groups, hw.organization.rows)
         self.lowering = Lowering(hw, program, options, self.groups)
+        self.structures = StructureTimings(hw, self.lowering.structures)  # what decode will look up
         self.host_cycles = HostCosts(hw, program)
         self.too_big: dict[str, int] = {}  # job -> rows per bank its smallest rejected tiling needs
 
@@ -163,7 +164,7 @@ class Lowerer:
             seen.add(rows)
             seq = emit_kv_append(self.hw, layout, sym, ci, new, position)
             if seq:
-                tt = StructureTimings(self.hw, self.lowering.structures).time(seq)
+                tt = self.structures.time(seq)
                 worst = max(worst, tt.duration)
                 self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
         self.lowering.timings[key] = TaskTiming((), worst, worst)

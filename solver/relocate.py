@@ -15,6 +15,26 @@ import numpy as np
 
 from sim.channel import ACT, C_OP, C_ROW, C_SYM
 
+from .tiling import Tiling, channel_parts, channel_signature, structure_key
+
+
+def task_table(kind: tuple, t: Tiling, ci: int, base_row: int, cache: dict, layers: Relocations | None,
+               roles: Callable[[], tuple[int | None, ...]], produce: Callable[[], np.ndarray]) -> np.ndarray:
+    """The encoded commands of channel `ci` of a task of tiling `t` (an MV task or a weight read:
+    `kind`), once per row distribution, base row and fused parts (tiling.channel_parts): such
+    channels differ only in host offsets, which the encoding leaves out. The table is kept in
+    `cache` (the caller's, while the task's channels are read) and is read-only; without one,
+    it is relocated from another layer's (`layers`) or `produce()`d. `roles()`: the symbol ids
+    the commands may name, by role."""
+    sig, parts = channel_signature(t, ci), channel_parts(t, ci)
+    key = (kind, sig, base_row, parts)
+    rows = cache.get(key)
+    if rows is None:
+        rows = produce() if layers is None else layers.table((kind, structure_key(t), sig, parts), base_row, roles(),
+                                                              produce)
+        cache[key] = rows
+    return rows
+
 
 class Relocations:
     """Per structure: the first encoded table, its base row and its symbols by role."""

@@ -45,6 +45,7 @@ def test_lazy_streams_are_the_eager_bytes(make_instance, method):
             assert np.array_equal(b.rows(0, len(b)), encode_stream(hw, a)), f"channel {c}"
             cut = len(b) // 3  # slices across part boundaries
             assert np.array_equal(np.concatenate([b.rows(0, cut), b.rows(cut, len(b))]), encode_stream(hw, a))
+            assert b.rows(len(b) // 2, len(b) // 2).shape == (0, encode_stream(hw, a).shape[1])  # an empty range
     whole = sim.simulate(hw, eager.streams, program=prog, functional=False, record=True)
     streamed = sim.simulate(hw, lazy.streams, program=prog, functional=False, record=False)
     assert streamed.cycles == whole.cycles == eager.predicted_cycles
