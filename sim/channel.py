@@ -46,8 +46,9 @@ DONE, BLOCKED, ERROR = 0, 1, 2
 # scalar state
 # ST_POS indexes the table passed in; ST_BASE is that table's first instruction in the whole stream
 # (a stream may be fed a slice at a time): openinstr and the log hold stream indices
-ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK, ST_BASE = range(9)
-ST_LEN = 9
+# ST_OPEN: bitmask of the banks with an open row (openrow[b] >= 0)
+ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN = range(10)
+ST_LEN = 10
 # error codes
 (E_NONE, E_TIMING, E_BUS, E_SYNC, E_CLOSED, E_OPEN, E_REFOPEN, E_PU, E_RANGE, E_REFLATE, E_SIGTWICE,
  E_STREAM, E_GB) = range(13)
@@ -111,19 +112,37 @@ def _push(c, mask, gmask, rmask, t, hwp, last, ring, rhead, prev, scope, win, wb
             m >>= 1
             u += 1
     if wprev[c]:
-        for k in range(hwp[HWP_R]):
-            w = win[k]
-            if w == 0 or prev[k] != c:
-                continue
-            lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr)
-            u = lo
-            while m:
-                if m & 1:
-                    h = rhead[k * nu + u]
-                    ring[wbase[k] + u * w + h] = t
-                    rhead[k * nu + u] = (h + 1) % w
-                m >>= 1
-                u += 1
+        _push_windows(c, mask, gmask, rmask, t, hwp, ring, rhead, prev, scope, win, wbase)
+
+
+@njit
+def _push_windows(c, mask, gmask, rmask, t, hwp, ring, rhead, prev, scope, win, wbase):
+    """Record command c issued at t in the window rings of the rows it starts (a separate
+    function: only a few commands start windows, and the loop inlined into `_push` made every
+    command about twice as slow)."""
+    nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
+    for k in range(hwp[HWP_R]):
+        w = win[k]
+        if w == 0 or prev[k] != c:
+            continue
+        lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr)
+        u = lo
+        while m:
+            if m & 1:
+                h = rhead[k * nu + u]
+                ring[wbase[k] + u * w + h] = t
+                rhead[k * nu + u] = (h + 1) % w
+            m >>= 1
+            u += 1
+
+
+@njit(inline=True)
+def _lowest(m):
+    """Index of the lowest set bit of m (m != 0)."""
+    b = 0
+    while ((m >> b) & 1) == 0:
+        b += 1
+    return b
 
 
 @njit(inline=True)
@@ -144,6 +163,10 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
     n = prog.shape[0] // WIDTH
     pos = st[ST_POS]
     ibase = st[ST_BASE]
+    openmask = st[ST_OPEN]
+    # what a bank mask implies (bank groups, ranks, the first bank sharing a PIM unit with an
+    # earlier one), kept for the last mask seen: runs of commands share their mask
+    kmask, kgmask, krmask, kpu = -1, 0, 0, -1
     while pos < n:
         base = pos * WIDTH
         op = prog[base + C_OP]
@@ -195,16 +218,21 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_MASK, mask)
         if ncmd < 1 or cnt < 1:
             return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_COUNT, cnt)
-        gmask = 0
-        rmask = 0
         if c == WRGB:
             gmask = (1 << hwp[HWP_NG]) - 1
             rmask = (1 << hwp[HWP_NR]) - 1
         else:
-            for b in range(nb):
-                if (mask >> b) & 1:
-                    gmask |= 1 << bg_of[b]
-                    rmask |= 1 << rank_of[b]
+            if mask != kmask:
+                kmask, kgmask, krmask, kpu = mask, 0, 0, -1
+                pus = 0
+                for b in range(nb):
+                    if (mask >> b) & 1:
+                        kgmask |= 1 << bg_of[b]
+                        krmask |= 1 << rank_of[b]
+                        if kpu < 0 and (pus >> pu_of[b]) & 1:
+                            kpu = b
+                        pus |= 1 << pu_of[b]
+            gmask, rmask = kgmask, krmask
         if c == ACT and prog[base + C_ROW] >= nrow:
             return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_ROW, nrow)
         if (c == RD or c == WR or c == MAC) and col + ncmd > ncol:
@@ -214,20 +242,22 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
         if (c == MAC and acc >= nacc) or (c == RDACC and acc + cnt > nacc):
             return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_ACC, nacc)
         # ---- bank state ---------------------------------------------------------------------
-        pumask = 0
-        for b in range(nb):
-            if (mask >> b) & 1:
-                if c == ACT and openrow[b] >= 0:
-                    return _fail(err, E_OPEN, at, b, pos, -1, 0, 0, openrow[b], openinstr[b])
-                if (c == PRE or c == RD or c == WR or c == MAC) and openrow[b] < 0:
-                    return _fail(err, E_CLOSED, at, b, pos, -1, 0, 0, 0, 0)
-                if c == REF and openrow[b] >= 0:
-                    return _fail(err, E_REFOPEN, at, b, pos, -1, 0, 0, openrow[b], openinstr[b])
-                if c == MAC:
-                    bit = 1 << pu_of[b]
-                    if pumask & bit:
-                        return _fail(err, E_PU, at, b, pos, -1, 0, 0, pu_of[b], 0)
-                    pumask |= bit
+        bad = 0  # banks in the wrong state, the first of which is reported
+        if c == ACT or c == REF:
+            bad = mask & openmask
+        elif c == PRE or c == RD or c == WR or c == MAC:
+            bad = mask & ~openmask
+        b = -1
+        if bad:
+            b = _lowest(bad)
+        if c == MAC and kpu >= 0 and (b < 0 or kpu < b):
+            return _fail(err, E_PU, at, kpu, pos, -1, 0, 0, pu_of[kpu], 0)
+        if b >= 0:
+            if c == ACT:
+                return _fail(err, E_OPEN, at, b, pos, -1, 0, 0, openrow[b], openinstr[b])
+            if c == REF:
+                return _fail(err, E_REFOPEN, at, b, pos, -1, 0, 0, openrow[b], openinstr[b])
+            return _fail(err, E_CLOSED, at, b, pos, -1, 0, 0, 0, 0)
         # ---- first command: earliest legal cycle ------------------------------------------
         ready = st[ST_BUS] + 1
         req, brow, bunit, bprev = _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start,
@@ -265,7 +295,9 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
         # ---- the sweep ----------------------------------------------------------------------
         g = gap[c]
         logrow = -1
-        if c == ACT:
+        if not record:
+            pass
+        elif c == ACT:
             logrow = prog[base + C_ROW]
         elif c == RD or c == WR or c == MAC:
             for b in range(nb):
@@ -277,7 +309,7 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             if logrow == -2:
                 logrow = -1
         logbank = -1
-        if mask != 0 and (mask & (mask - 1)) == 0 and c != REF:
+        if record and mask != 0 and (mask & (mask - 1)) == 0 and c != REF:
             logbank = bank if bank >= 0 else 0
             if bank < 0:
                 while ((mask >> logbank) & 1) == 0:
@@ -321,10 +353,12 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             if (mask >> b) & 1:
                 if c == ACT:
                     openrow[b] = prog[base + C_ROW]
+                    openmask |= 1 << b
                     openinstr[b] = ibase + pos
                     firstacc[b] = 1
                 elif c == PRE:
                     openrow[b] = -1
+                    openmask &= ~(1 << b)
                 elif c == RD or c == WR or c == MAC:
                     bbursts[b] += ncmd
                     if firstacc[b]:
@@ -335,6 +369,7 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
                         hits[b] += ncmd
                     if c == MAC:
                         pumacs[pu_of[b]] += ncmd
+        st[ST_OPEN] = openmask
         if c == REF:
             j = st[ST_REFS] + 1
             st[ST_REFS] = j

@@ -181,6 +181,37 @@ def test_state_and_range_errors(hbm2, bad, kind):
     assert e.value.stream == 0 and e.value.instr == len(bad) - 1 and e.value.text and e.value.cycle is not None
 
 
+@pytest.mark.parametrize("opened, mac_mask, kind, bank", [
+    (0b0001, 0b0011, "bank_state", 1),   # bank 1 closed and bank 1 shares bank 0's unit: the state first
+    (0b0010, 0b0111, "bank_state", 0),   # the lowest bad bank is reported
+    (0b0111, 0b1111, "pim_unit", 1),     # bank 1 doubles a unit before bank 3 (closed) is reached
+    (0b0011, 0b0011, "pim_unit", 1),
+])
+def test_first_bad_bank_of_a_mask(hbm2, opened, mac_mask, kind, bank):
+    """A MAC over several banks reports the first bank, in bank order, that breaks a rule; at one
+    bank the bank state is checked before the PIM unit (hbm2-pim: banks 2u and 2u+1 share unit u)."""
+    s = [make("ACT", mask=opened, row=0), make("MAC", mask=mac_mask, col=0, count=1, gb=0, acc=0)]
+    with pytest.raises(SimulationError) as e:
+        simulate(hbm2, streams(hbm2, s, symbols=["t"]), functional=False)
+    assert (e.value.kind, e.value.bank, e.value.instr) == (kind, bank, 1), str(e.value)
+
+
+def test_open_banks_survive_slices(hbm2, monkeypatch):
+    """The kernel keeps the open banks as a bitmask between slices of a streamed run: a bank opened
+    in one slice is open (MAC legal, ACT not) in the next."""
+    import sim.engine as engine
+
+    monkeypatch.setattr(engine, "SLICE", 1)
+    ok = [make("ACT", mask=0b0101, row=3), make("MAC", mask=0b0101, col=0, count=1, gb=0, acc=0),
+          make("PRE", mask=0b0101)]
+    res = simulate(hbm2, streams(hbm2, ok, symbols=["t"]), functional=False, record=False)
+    assert res.cycles > 0
+    with pytest.raises(SimulationError) as e:
+        simulate(hbm2, streams(hbm2, ok[:1] + [make("ACT", mask=0b0100, row=1)], symbols=["t"]), functional=False,
+                 record=False)
+    assert (e.value.kind, e.value.bank, e.value.instr) == ("bank_state", 2, 1)
+
+
 def test_bank_left_open_at_end(hbm2):
     with pytest.raises(SimulationError) as e:
         simulate(hbm2, streams(hbm2, [make("ACT", mask=1 << 5, row=7)]), functional=False)
