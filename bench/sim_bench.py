@@ -1,6 +1,7 @@
 """Simulator speed: DRAM commands per second and simulated cycles per second.
 
     .venv/bin/python bench/sim_bench.py [--preset hbm2-pim] [--channels 64] [--blocks 40] [--functional-blocks 4]
+    .venv/bin/python bench/sim_bench.py --instance INSTANCE [--method greedy]
 
 Streams (valid, unstamped): every channel streams weight rows through its PIM units like a GEMV
 - per row pair: ACT the next row in the other bank of every unit (ping-pong), then for each
@@ -8,6 +9,9 @@ global-buffer-sized chunk of the row a WRGB of the input chunk and an all-bank M
 after each block of rows an RDACC of every unit, PRE and a REF. The timing-only run is timed
 end to end (encoding the Instruction objects included) and the kernel alone; the functional
 run uses fewer blocks (it moves real data).
+
+--instance: the program the compiler emits for an instance (timing-only, streamed as in `compare`):
+instructions, the simulate phase, the kernel's share of it and the rates.
 """
 from __future__ import annotations
 
@@ -95,14 +99,31 @@ def functional_program(hw, channels, blocks, rows_per_block):
     return prog, placements
 
 
+def bench_instance(path: str, method: str) -> None:
+    from pimsat import pipeline
+    from pimsat.instance import load_instance
+
+    run = pipeline.run(load_instance(path), pipeline.SolveOptions(method=method, functional=False, record=False))
+    n, ph = run.compiled.streams.instruction_count(), run.sim.phase_seconds
+    sim_s = run.timings["simulate"]
+    print(f"{path} ({method}): {n:,} instructions, {run.sim.cycles:,} cycles; simulate {sim_s:.1f} s = "
+          f"{n / sim_s / 1e6:.2f} M instructions/s, of which the kernel {ph['kernel']:.1f} s = "
+          f"{n / ph['kernel'] / 1e6:.2f} M instructions/s ({100 * ph['kernel'] / sim_s:.0f} %)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--instance", help="time the simulation of this instance's compiled program instead")
+    ap.add_argument("--method", default="greedy")
     ap.add_argument("--preset", default="hbm2-pim")
     ap.add_argument("--channels", type=int, default=64)
     ap.add_argument("--blocks", type=int, default=40)
     ap.add_argument("--rows-per-block", type=int, default=16)
     ap.add_argument("--functional-blocks", type=int, default=2)
     a = ap.parse_args()
+    if a.instance:
+        bench_instance(a.instance, a.method)
+        return
     hw = load_hardware(a.preset)
     from sim import simulate
 

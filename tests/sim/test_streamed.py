@@ -49,6 +49,8 @@ def test_streamed_run_measures_what_a_whole_run_measures(hw, program, ss, length
     assert part.channel_times == [] and part.log is None
     with pytest.raises(ValueError, match="streamed"):
         part.times(0)
+    for res in (whole, part):  # the kernel's time is part of the issue phase
+        assert 0 < res.phase_seconds["kernel"] <= res.phase_seconds["issue"]
 
 
 def _one_early_stamp():
