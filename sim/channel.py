@@ -71,7 +71,7 @@ def _units(s, mask, gmask, rmask, nb, ng, nr):
     return nb + ng + nr, 1
 
 
-@njit
+@njit(inline=True)
 def _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start, rows_idx, prev, scope, lat,
                  win, wbase, viol, t):
     """Earliest cycle the timing rows allow command c; binding row, unit, prev time. If t >= 0,
