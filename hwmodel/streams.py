@@ -56,12 +56,13 @@ class LazyStream(Sequence):
     slice at a time, and only the parts under the slice being read exist. Random access works
     too (error messages), by building the part again: producers must be deterministic."""
 
-    def __init__(self, parts: list[tuple], cached: int = 2):
-        """parts: (length, build) or (length, build, rows). `rows(lo, hi)`, if every part has
-        one, returns instructions lo..hi-1 of the part already encoded as the simulator's table
-        (one int64 row per instruction, stamps included, a new array): a streamed simulation
-        then reads `rows` and builds no instruction object; `build` still serves random access
-        (error messages) and listing."""
+    def __init__(self, parts: list[tuple], cached: int = 2, width: int | None = None):
+        """parts: (length, build) or (length, build, rows). `rows(lo, hi, out)`, if every part
+        has one, writes instructions lo..hi-1 of the part, already encoded as the simulator's
+        table (one int64 row of `width` columns per instruction, stamps included), into `out`:
+        a streamed simulation then reads `rows` and builds no instruction object; `build` still
+        serves random access (error messages) and listing."""
+        self.width = width
         self._parts = [p for p in parts if p[0]]
         self._offsets = [0]
         for p in self._parts:
@@ -86,26 +87,25 @@ class LazyStream(Sequence):
             self._cache[k] = seq
         return seq
 
-    def rows(self, start: int, stop: int) -> np.ndarray:
-        """The encoded table of instructions start..stop-1 (a new array; needs `has_rows`). A part
-        is asked for the piece of it the range covers (its `rows(lo, hi)`): read front to back,
+    def rows(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+        """The encoded table of instructions start..stop-1 (needs `has_rows`): the first rows of
+        `out` (a streamed run reuses one buffer per channel), or a new array. A part is asked to
+        write the piece of it the range covers (its `rows(lo, hi, out)`): read front to back,
         each part is produced piece by piece, in order."""
-        stop = min(stop, len(self))
-        if start >= stop:
-            return self._piece(0, 0, 0)
-        pieces = []
+        stop = max(start, min(stop, len(self)))
+        if out is None:
+            out = np.empty((stop - start, self.width), dtype=np.int64)
+        elif len(out) < stop - start:
+            raise ValueError(f"a buffer of {len(out)} rows for instructions {start}..{stop - 1}")
+        table = out[: stop - start]
+        at = 0
         k = bisect_right(self._offsets, start) - 1
         while start < stop:
             lo, hi = start - self._offsets[k], min(stop, self._offsets[k + 1]) - self._offsets[k]
-            pieces.append(self._piece(k, lo, hi))
+            self._parts[k][2](lo, hi, table[at:at + hi - lo])
+            at += hi - lo
             start += hi - lo
             k += 1
-        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-
-    def _piece(self, k: int, lo: int, hi: int) -> np.ndarray:
-        table = self._parts[k][2](lo, hi)
-        if len(table) != hi - lo:
-            raise RuntimeError(f"lazy stream part {k}: {len(table)} rows encoded for instructions {lo}..{hi - 1}")
         return table
 
     def __iter__(self) -> Iterator[Instruction]:

@@ -110,6 +110,9 @@ def _encode_fields(hw: Hardware, stream: list[Instruction], opc: np.ndarray) -> 
     return out
 
 
+assert OP_SIG % 2 == 0 and OP_WAIT == OP_SIG + 1  # SignalMap.densify finds both by op >> 1
+
+
 class SignalMap:
     """Dense indices for ISA signal ids, handed out in order of first sight (the kernel indexes a
     flat array by them), and that array: -1 = unset, else the cycle the signal was set. Streams
@@ -121,8 +124,8 @@ class SignalMap:
 
     def densify(self, table: np.ndarray) -> np.ndarray:
         """Rewrite the signal ids of `table`'s SIG/WAIT rows to dense indices (in place)."""
-        sel = (table[:, C_OP] == OP_SIG) | (table[:, C_OP] == OP_WAIT)
-        if sel.any():
+        sel = np.flatnonzero((table[:, C_OP] >> 1) == OP_SIG >> 1)  # SIG and WAIT rows, in one pass
+        if len(sel):
             uniq, inverse = np.unique(table[sel, C_ROW], return_inverse=True)
             dense = np.array([self.index.setdefault(int(x), len(self.index)) for x in uniq], dtype=np.int64)
             table[sel, C_ROW] = dense[inverse]

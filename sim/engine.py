@@ -115,6 +115,9 @@ class _Feed:
                  n_symbols: int | None, ch: int):
         self.hw, self.stream, self.signals, self.n_symbols, self.ch = hw, stream, signals, n_symbols, ch
         self.slice_len = max(1, slice_len)
+        # a stream whose parts come encoded is read into one buffer, slice after slice
+        self._buf = np.empty((min(self.slice_len, len(stream)), K.WIDTH), dtype=np.int64) \
+            if getattr(stream, "has_rows", False) and len(stream) else None
         self._load(0)
 
     def _load(self, start: int) -> None:
@@ -124,8 +127,8 @@ class _Feed:
         self.prog = np.ascontiguousarray(self.table.reshape(-1))
 
     def _encode(self, start: int) -> np.ndarray:
-        if getattr(self.stream, "has_rows", False) and len(self.stream):  # a LazyStream whose parts come encoded
-            t = self.stream.rows(start, start + self.slice_len)
+        if self._buf is not None:  # a LazyStream whose parts come encoded
+            t = self.stream.rows(start, start + self.slice_len, self._buf)
         else:
             whole = self.slice_len >= len(self.stream) and isinstance(self.stream, list)
             part = self.stream if whole else self.stream[start:start + self.slice_len]  # (a LazyStream slice: built now)

@@ -18,7 +18,7 @@ import numpy as np
 
 from hwmodel.isa import Instruction, make
 from hwmodel.streams import LazyStream
-from sim.channel import C_ROW, C_STAMP
+from sim.channel import C_ROW, C_STAMP, WIDTH
 
 HOST_STREAM = -1
 
@@ -93,8 +93,8 @@ def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
     return out
 
 
-def _encoded_body(pt, ch: int, shared: _Shared, encode, lo: int, hi: int) -> np.ndarray:
-    """Commands lo..hi-1 of the task on `ch`, encoded, stamped at start + relative issue cycle. A
+def _encoded_body(pt, ch: int, shared: _Shared, encode, lo: int, hi: int, out: np.ndarray) -> None:
+    """Commands lo..hi-1 of the task on `ch`, encoded into `out`, stamped at start + relative issue cycle. A
     producer may come with an encoder of its own (per_channel[ch][2]: given the task's shared
     cache, the table of its commands without building them); else the commands are built and
     encoded once."""
@@ -108,12 +108,11 @@ def _encoded_body(pt, ch: int, shared: _Shared, encode, lo: int, hi: int) -> np.
             table = shared.templates[("commands", ch)] = encode(entry[0]())
     if len(table) != len(rel):
         raise DecodeError(f"{pt.task}: channel {ch} encoded {len(table)} commands, {len(rel)} were timed")
-    out = table[lo:hi].copy()
-    out[:, C_STAMP] = pt.start + np.asarray(rel[lo:hi], dtype=np.int64)
+    out[:] = table[lo:hi]
+    np.add(np.asarray(rel[lo:hi], dtype=np.int64), pt.start, out=out[:, C_STAMP])
     if hi == len(rel):
         shared.templates.pop(("commands", ch), None)
         shared.read_rows()
-    return out
 
 
 class _SignalRows:
@@ -122,10 +121,16 @@ class _SignalRows:
     def __init__(self, encode):
         self._one = {op: encode([make(op, id=0)]) for op in ("WAIT", "SIG")}
 
-    def __call__(self, op: str, ids) -> np.ndarray:
-        out = np.repeat(self._one[op], len(ids), axis=0)
+    def __call__(self, op: str, ids, out: np.ndarray) -> None:
+        out[:] = self._one[op]
         out[:, C_ROW] = ids
-        return out
+
+
+def _copy_rows(table: np.ndarray):
+    """A part's `rows` that copies from a table encoded beforehand (a REF)."""
+    def rows(lo: int, hi: int, out: np.ndarray) -> None:
+        out[:] = table[lo:hi]
+    return rows
 
 
 def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels: dict[str, list[int]],
@@ -160,19 +165,22 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
                 channels[ch].append((pt.start, 1, n, part))
                 continue
 
-            def rows(lo: int, hi: int, pt=pt, ch=ch, waits=waits, sig=sig, shared=shared, n=n) -> np.ndarray:
+            def rows(lo: int, hi: int, out: np.ndarray, pt=pt, ch=ch, waits=waits, sig=sig, shared=shared,
+                     n=n) -> None:
                 h, body = len(waits), n - len(waits) - (sig is not None)
-                pieces = []
+                at = 0
                 if lo < h:
-                    pieces.append(signal_rows("WAIT", waits[lo:hi]))
+                    at = len(waits[lo:hi])
+                    signal_rows("WAIT", waits[lo:hi], out[:at])
                 b0, b1 = max(lo - h, 0), min(hi - h, body)
                 if b0 < b1:
-                    pieces.append(_encoded_body(pt, ch, shared, encode, b0, b1))
+                    _encoded_body(pt, ch, shared, encode, b0, b1, out[at:at + b1 - b0])
+                    at += b1 - b0
                 if sig is not None and hi == n:
-                    pieces.append(signal_rows("SIG", (sig,)))
-                if len(pieces) == 1:
-                    return pieces[0]
-                return np.concatenate(pieces) if pieces else signal_rows("SIG", ())  # (an empty range: no rows)
+                    signal_rows("SIG", (sig,), out[at:at + 1])
+                    at += 1
+                if at != hi - lo:
+                    raise DecodeError(f"{pt.task}: channel {ch} encoded {at} rows for commands {lo}..{hi - 1}")
 
             channels[ch].append((pt.start, 1, n, part, rows))
     for g, rs in refs.items():
@@ -181,8 +189,8 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
             ref_rows = encode(ref) if encode is not None else None
             for ch in group_channels[g]:
                 item = (at, 0, 1, lambda ref=ref: ref)
-                channels[ch].append(item if ref_rows is None else (*item, lambda lo, hi, r=ref_rows: r[lo:hi].copy()))
-    out = [LazyStream([p[2:] for p in sorted(items, key=lambda x: (x[0], x[1]))]) for items in channels]
+                channels[ch].append(item if ref_rows is None else (*item, _copy_rows(ref_rows)))
+    out = [LazyStream([p[2:] for p in sorted(items, key=lambda x: (x[0], x[1]))], width=WIDTH) for items in channels]
     if not lazy:  # channel after channel: lockstep channels still share the stamped objects
         out = [list(s) for s in out]
     return out, [i for _, _, _, f in sorted(host, key=lambda x: (x[0], x[1])) for i in f()]

@@ -69,14 +69,15 @@ def test_rows_are_read_piece_by_piece_and_equal_the_parts(sizes, step):
     asked = []
 
     def part(k, n):
-        def rows(lo, hi):
+        def rows(lo, hi, out):
             asked.append((k, lo, hi))
-            return np.stack([np.full(hi - lo, k), np.arange(lo, hi)], axis=1)
+            out[:] = np.stack([np.full(hi - lo, k), np.arange(lo, hi)], axis=1)
         return (n, lambda: [], rows)
 
-    s = LazyStream([part(k, n) for k, n in enumerate(sizes)])
+    s = LazyStream([part(k, n) for k, n in enumerate(sizes)], width=2)
     assert s.has_rows
-    got = [s.rows(i, i + step) for i in range(0, len(s), step)]
+    buf = np.full((step, 2), -7)  # one buffer for every slice, as a streamed run reads
+    got = [s.rows(i, i + step, buf).copy() for i in range(0, len(s), step)]
     assert all(len(t) == min(step, len(s) - i) for t, i in zip(got, range(0, len(s), step)))
     whole = np.concatenate([np.stack([np.full(n, k), np.arange(n)], axis=1) for k, n in enumerate(sizes)])
     assert np.array_equal(np.concatenate(got), whole)
@@ -84,4 +85,5 @@ def test_rows_are_read_piece_by_piece_and_equal_the_parts(sizes, step):
         pieces = [(lo, hi) for kk, lo, hi in asked if kk == k]
         assert pieces[0][0] == 0 and pieces[-1][1] == n
         assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+    assert np.array_equal(s.rows(0, len(s)), np.concatenate(got))  # without a buffer: a new array
     assert not LazyStream([(n, lambda: []) for n in sizes]).has_rows

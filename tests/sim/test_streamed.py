@@ -133,7 +133,13 @@ def _encoded_lazy(hw, ss, sizes):
     from itertools import cycle
 
     from hwmodel.streams import LazyStream, StreamSet
+    from sim.channel import WIDTH
     from sim.encode import encode_stream
+
+    def encoded(seq):
+        def rows(lo, hi, out):
+            out[:] = encode_stream(hw, seq[lo:hi])
+        return rows
 
     def lazy(s):
         parts, k = [], 0
@@ -141,9 +147,9 @@ def _encoded_lazy(hw, ss, sizes):
             if k >= len(s):
                 break
             seq = s[k:k + n]
-            parts.append((len(seq), lambda seq=seq: seq, lambda lo, hi, seq=seq: encode_stream(hw, seq[lo:hi])))
+            parts.append((len(seq), lambda seq=seq: seq, encoded(seq)))
             k += n
-        return LazyStream(parts)
+        return LazyStream(parts, width=WIDTH)
 
     return StreamSet(ss.hardware, ss.isa_version, ss.symbols, [lazy(s) for s in ss.channels], ss.host)
 
