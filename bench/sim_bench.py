@@ -67,14 +67,15 @@ def bench_timing(hw, ss: StreamSet, record: bool) -> dict:
 def bench_kernel(hw, ss: StreamSet) -> dict:
     """The channel kernel alone (streams already encoded)."""
     from sim import channel as K
-    from sim.encode import encode
+    from sim.encode import SignalMap, encode_stream
     from sim.timing import compile_tables
 
     tab = compile_tables(hw)
-    enc = encode(hw, ss.channels, ss.host)
-    progs = [np.ascontiguousarray(t.reshape(-1)) for t in enc.channels]
-    sig = np.full(1, -1, dtype=np.int64)
-    states = [K.new_state(tab, len(t), None) for t in enc.channels]
+    signals = SignalMap()
+    tables = [signals.densify(encode_stream(hw, s)) for s in ss.channels]
+    progs = [np.ascontiguousarray(t.reshape(-1)) for t in tables]
+    sig = signals.time
+    states = [K.new_state(tab, len(t), None) for t in tables]
     t0 = time.perf_counter()
     for p, s in zip(progs, states):
         assert K.call(tab, p, s, sig) == K.DONE
