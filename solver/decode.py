@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
+
 from hwmodel.isa import ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
@@ -34,6 +36,7 @@ from .problem import HOST, SchedulingProblem, Solution
 from .relocate import Relocations
 from .symbols import Symbols, host_copy, staging
 from .task_timing import StructureTimings, max_latency_after
+from .tiling import slot_rows
 
 
 @dataclass
@@ -104,14 +107,23 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     cis = [pl.channels.index(c) for c in g.channels]
     per: dict[int, tuple] = {}
     if kind == "append":
+        # channels whose slots hold the same row ranges write the same banks, rows and columns
+        # (from other host offsets): one of them is emitted and timed here, every channel's
+        # commands are emitted when its stream is read
         end = comp = 0
+        timed: dict[tuple, np.ndarray | tuple] = {}
         for ci in cis:
-            seq = emit_kv_append(hw, lay, sym, ci, *pl.append)
-            per[pl.channels[ci]] = (lambda seq=seq: seq, ())
-            if seq:
-                tt = timings.time(seq)
-                per[pl.channels[ci]] = (lambda seq=seq: seq, tt.issue)
-                end, comp = max(end, tt.duration), max(comp, tt.completion)
+            rows = slot_rows(lay.t, ci)
+            if rows not in timed:
+                seq = emit_kv_append(hw, lay, sym, ci, *pl.append)
+                timed[rows] = ()
+                if seq:
+                    tt = timings.time(seq)
+                    timed[rows] = tt.issue
+                    end, comp = max(end, tt.duration), max(comp, tt.completion)
+            per[pl.channels[ci]] = (lambda ci=ci: emit_kv_append(hw, lay, sym, ci, *pl.append), timed[rows])
+            if encode is not None:  # the encoded table leaves out host offsets: equal for those channels
+                per[pl.channels[ci]] += (partial(_encoded_append, hw, lay, sym, ci, pl.append, rows, encode),)
         return per, max(end, 1), comp
     if kind == "mv":
         emitter = MVEmitter(hw, lay, sym, pl.style)
@@ -133,6 +145,17 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
                                      else (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode,
                                                                                     layers)),)
     return per, end, comp
+
+
+def _encoded_append(hw, lay: Layout, sym: Symbols, ci: int, append: tuple, rows: tuple, encode, cache: dict):
+    """The encoded KV append of channel `ci`, shared through the task's `cache` with the channels
+    whose slots hold the same rows (their commands differ only in host offsets, which the
+    simulator's table does not hold)."""
+    key = ("append", rows)
+    table = cache.get(key)
+    if table is None:
+        table = cache[key] = encode(emit_kv_append(hw, lay, sym, ci, *append))
+    return table
 
 
 def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool = True,

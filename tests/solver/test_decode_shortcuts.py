@@ -110,6 +110,29 @@ def test_append_timing_ignores_host_addresses():
         assert time_task(hw, moved) == time_task(hw, seq)
 
 
+@pytest.mark.parametrize("op", ["scores", "context"])
+def test_encoded_appends_are_shared_by_channels_with_the_same_slot_rows(op):
+    """decode emits and times a KV append once per distinct slot rows of a task, and a streamed
+    run reads one encoded table for those channels: it must be each channel's own encoding."""
+    from solver.decode import _encoded_append
+    from solver.tiling import slot_rows
+
+    hw = load_hardware("fpga-proto")
+    program = ir.attention_program(6, 3, 16, 15, batch=2)
+    channels = (0, 1, 2, 3)
+    t = make_tiling(hw, mv_shape(program, op), channels)
+    lay = Layout(hw, t, 2)
+    rows = [slot_rows(t, ci) for ci in range(len(channels))]
+    assert len(set(rows)) < len(rows), "some channels must share slot rows"
+    encode, cache = partial(encode_stream, hw), {}
+    alone = [encode_stream(hw, emit_kv_append(hw, lay, Symbols(), ci, "k", 15)) for ci in range(len(channels))]
+    assert any(not np.array_equal(a, b) for a in alone for b in alone), "some channels must differ"
+    sym = Symbols()
+    for ci in range(len(channels)):
+        got = _encoded_append(hw, lay, sym, ci, ("k", 15), rows[ci], encode, cache)
+        assert np.array_equal(got, alone[ci]), f"channel {ci}"
+
+
 def _renamed(program: ir.Program, suffix: str) -> ir.Program:
     """The same program with every tensor and op renamed (another layer of the same model)."""
     def rename(n: str) -> str:  # a KV-cache version keeps its position last: k_cache.l7@15
