@@ -294,26 +294,22 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             stall[reason] += earliest - ready
         # ---- the sweep ----------------------------------------------------------------------
         g = gap[c]
-        logrow = -1
-        if not record:
-            pass
-        elif c == ACT:
-            logrow = prog[base + C_ROW]
-        elif c == RD or c == WR or c == MAC:
-            for b in range(nb):
-                if (mask >> b) & 1:
-                    if logrow == -1:
-                        logrow = openrow[b]
-                    elif openrow[b] != logrow:
-                        logrow = -2
-            if logrow == -2:
-                logrow = -1
+        logrow = -1  # the command log's row and bank (-1: several or none), if the log is kept
         logbank = -1
-        if record and mask != 0 and (mask & (mask - 1)) == 0 and c != REF:
-            logbank = bank if bank >= 0 else 0
-            if bank < 0:
-                while ((mask >> logbank) & 1) == 0:
-                    logbank += 1
+        if record:
+            if c == ACT:
+                logrow = prog[base + C_ROW]
+            elif c == RD or c == WR or c == MAC:
+                for b in range(nb):
+                    if (mask >> b) & 1:
+                        if logrow == -1:
+                            logrow = openrow[b]
+                        elif openrow[b] != logrow:
+                            logrow = -2
+                if logrow == -2:
+                    logrow = -1
+            if mask != 0 and (mask & (mask - 1)) == 0 and c != REF:
+                logbank = bank if bank >= 0 else _lowest(mask)
         tk = t
         for k in range(ncmd):
             if k > 0:
