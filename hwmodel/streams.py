@@ -94,6 +94,8 @@ class LazyStream(Sequence):
         each part is produced piece by piece, in order."""
         stop = max(start, min(stop, len(self)))
         if out is None:
+            if self.width is None:
+                raise ValueError("LazyStream.rows without a buffer needs the stream's width")
             out = np.empty((stop - start, self.width), dtype=np.int64)
         elif len(out) < stop - start:
             raise ValueError(f"a buffer of {len(out)} rows for instructions {start}..{stop - 1}")
