@@ -136,6 +136,25 @@ def _push_windows(c, mask, gmask, rmask, t, hwp, ring, rhead, prev, scope, win, 
             u += 1
 
 
+@njit
+def _access_stats(mask, c, n, nb, firstacc, bbursts, hits, misses, pumacs, pu_of):
+    """Add n bursts of command c (RD, WR or MAC) to every bank of mask: bursts, row hits and
+    misses (the first access after an ACT misses), PIM-unit MACs."""
+    if n == 0:
+        return
+    for b in range(nb):
+        if (mask >> b) & 1:
+            bbursts[b] += n
+            if firstacc[b]:
+                misses[b] += 1
+                hits[b] += n - 1
+                firstacc[b] = 0
+            else:
+                hits[b] += n
+            if c == MAC:
+                pumacs[pu_of[b]] += n
+
+
 @njit(inline=True)
 def _lowest(m):
     """Index of the lowest set bit of m (m != 0)."""
@@ -167,6 +186,7 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
     # what a bank mask implies (bank groups, ranks, the first bank sharing a PIM unit with an
     # earlier one), kept for the last mask seen: runs of commands share their mask
     kmask, kgmask, krmask, kpu = -1, 0, 0, -1
+    amask, acmd, abursts = 0, -1, 0  # the run of accesses not yet in the per-bank statistics
     while pos < n:
         base = pos * WIDTH
         op = prog[base + C_OP]
@@ -187,6 +207,7 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             if sig[sid] < 0:
                 st[ST_POS] = pos
                 st[ST_BLOCK] = sid
+                _access_stats(amask, acmd, abursts, nb, firstacc, bbursts, hits, misses, pumacs, pu_of)
                 return BLOCKED
             rel = sig[sid] + sync
             if rel > st[ST_WAIT]:
@@ -345,26 +366,27 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             _push(c, mask, gmask, rmask, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev)
         # ---- state and statistics -----------------------------------------------------------
         counts[c] += ncmd
-        for b in range(nb):
-            if (mask >> b) & 1:
-                if c == ACT:
-                    openrow[b] = prog[base + C_ROW]
-                    openmask |= 1 << b
-                    openinstr[b] = ibase + pos
-                    firstacc[b] = 1
-                elif c == PRE:
-                    openrow[b] = -1
-                    openmask &= ~(1 << b)
-                elif c == RD or c == WR or c == MAC:
-                    bbursts[b] += ncmd
-                    if firstacc[b]:
-                        misses[b] += 1
-                        hits[b] += ncmd - 1
-                        firstacc[b] = 0
-                    else:
-                        hits[b] += ncmd
-                    if c == MAC:
-                        pumacs[pu_of[b]] += ncmd
+        if c == RD or c == WR or c == MAC:
+            # bursts per bank, row hits/misses and unit MACs: a run of accesses with one mask and
+            # command is added up and spread over its banks once (no ACT/PRE can come between)
+            if mask != amask or c != acmd:
+                _access_stats(amask, acmd, abursts, nb, firstacc, bbursts, hits, misses, pumacs, pu_of)
+                amask, acmd, abursts = mask, c, 0
+            abursts += ncmd
+        elif c == ACT or c == PRE or c == REF:
+            _access_stats(amask, acmd, abursts, nb, firstacc, bbursts, hits, misses, pumacs, pu_of)
+            amask, abursts = 0, 0
+        if c == ACT or c == PRE:
+            for b in range(nb):
+                if (mask >> b) & 1:
+                    if c == ACT:
+                        openrow[b] = prog[base + C_ROW]
+                        openmask |= 1 << b
+                        openinstr[b] = ibase + pos
+                        firstacc[b] = 1
+                    elif c == PRE:
+                        openrow[b] = -1
+                        openmask &= ~(1 << b)
         st[ST_OPEN] = openmask
         if c == REF:
             j = st[ST_REFS] + 1
@@ -380,6 +402,7 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
         st[ST_BUS] = tk
         pos += 1
     st[ST_POS] = pos
+    _access_stats(amask, acmd, abursts, nb, firstacc, bbursts, hits, misses, pumacs, pu_of)
     return DONE
 
 
