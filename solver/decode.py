@@ -17,8 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-import numpy as np
-
 from hwmodel.isa import ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
@@ -107,21 +105,16 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     cis = [pl.channels.index(c) for c in g.channels]
     per: dict[int, tuple] = {}
     if kind == "append":
-        # channels whose slots hold the same row ranges write the same banks, rows and columns
-        # (from other host offsets): one of them is emitted and timed here, every channel's
-        # commands are emitted when its stream is read
-        end = comp = 0
-        timed: dict[tuple, np.ndarray | tuple] = {}
+        # one channel per distinct slot rows is emitted and timed here (StructureTimings.appends),
+        # every channel's commands are emitted when its stream is read
+        timed = timings.appends(lay, sym, cis, *pl.append)
+        done = [tt for tt in timed.values() if tt is not None]
+        end, comp = max((tt.duration for tt in done), default=0), max((tt.completion for tt in done), default=0)
         for ci in cis:
             rows = slot_rows(lay.t, ci)
-            if rows not in timed:
-                seq = emit_kv_append(hw, lay, sym, ci, *pl.append)
-                timed[rows] = ()
-                if seq:
-                    tt = timings.time(seq)
-                    timed[rows] = tt.issue
-                    end, comp = max(end, tt.duration), max(comp, tt.completion)
-            per[pl.channels[ci]] = (lambda ci=ci: emit_kv_append(hw, lay, sym, ci, *pl.append), timed[rows])
+            tt = timed[rows]
+            per[pl.channels[ci]] = (lambda ci=ci: emit_kv_append(hw, lay, sym, ci, *pl.append),
+                                    () if tt is None else tt.issue)
             if encode is not None:  # the encoded table leaves out host offsets: equal for those channels
                 per[pl.channels[ci]] += (partial(_encoded_append, hw, lay, sym, ci, pl.append, rows, encode),)
         return per, max(end, 1), comp

@@ -21,7 +21,6 @@ from sim.host import chain_cycles, epilogue_chain_cycles, epilogue_cycles, host_
 
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
-from .kv_emit import emit_kv_append
 from .layout import Layout
 from .fusion import fusion_groups, host_chains
 from .mvshape import MVShape, fused_shape, mv_shape
@@ -29,7 +28,7 @@ from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, Scheduli
 from .split import split_modes
 from .symbols import Symbols
 from .task_timing import StructureTimings, TaskTiming, time_task
-from .tiling import Tiling, make_tiling, slot_rows
+from .tiling import Tiling, make_tiling
 
 
 @dataclass(frozen=True)
@@ -153,18 +152,8 @@ class Lowerer:
         if key in self.lowering.timings:
             return self.lowering.timings[key].duration
         worst = 0
-        sym = Symbols()
-        seen = set()
-        for ci in range(len(layout.t.channels)):
-            # channels whose slots hold the same row ranges write the same banks, rows and columns
-            # (from other host offsets): one of them is timed
-            rows = slot_rows(layout.t, ci)
-            if rows in seen:
-                continue
-            seen.add(rows)
-            seq = emit_kv_append(self.hw, layout, sym, ci, new, position)
-            if seq:
-                tt = self.structures.time(seq)
+        for tt in self.structures.appends(layout, Symbols(), range(len(layout.t.channels)), new, position).values():
+            if tt is not None:
                 worst = max(worst, tt.duration)
                 self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
         self.lowering.timings[key] = TaskTiming((), worst, worst)

@@ -16,7 +16,8 @@ from hwmodel.isa import ISA, ISA_VERSION, Instruction
 from hwmodel.model import COMMANDS
 from hwmodel.streams import StreamSet
 
-from .tiling import channel_signature, structure_key
+from .kv_emit import emit_kv_append
+from .tiling import channel_signature, slot_rows, structure_key
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,6 +112,19 @@ class StructureTimings:
         """An append, by its commands' timed fields."""
         return self.structure(("append", tuple((ins.op, *(ins.args[i] for i in TIMED_FIELDS[ins.op])) for ins in seq)),
                               lambda: seq)
+
+    def appends(self, lay, sym, cis, new: str, position: int) -> dict[tuple, TaskTiming | None]:
+        """The KV append (new tensor, position) of each distinct slot rows (tiling.slot_rows) among
+        channels `cis` of layout `lay` (None: no commands). Channels whose slots hold the same row
+        ranges write the same banks, rows and columns, from other host offsets: one of them is
+        emitted and timed."""
+        out: dict[tuple, TaskTiming | None] = {}
+        for ci in cis:
+            rows = slot_rows(lay.t, ci)
+            if rows not in out:
+                seq = emit_kv_append(self.hw, lay, sym, ci, new, position)
+                out[rows] = self.time(seq) if seq else None
+        return out
 
     @staticmethod
     def key(kind: str, style: str, t, ci: int) -> tuple:
