@@ -57,8 +57,8 @@ def _checked(pt, ch: int) -> tuple[list[Instruction], tuple[int, ...]]:
 class _Shared:
     """What the lockstep channels of one task share until the last of them has been built: the
     stamped commands per timing (channels of one signature share a timing), and for encoded
-    parts the encoded commands (`templates`: the emitters' tables, read-only, and the tables of
-    commands without an encoder of their own), kept until every channel has read its last piece."""
+    parts the encoders' tables (`templates`, read-only), kept until every channel has read its
+    last piece."""
 
     __slots__ = ("left", "stamped", "rows_left", "templates")
 
@@ -93,25 +93,17 @@ def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
     return out
 
 
-def _encoded_body(pt, ch: int, shared: _Shared, encode, lo: int, hi: int, out: np.ndarray) -> None:
-    """Commands lo..hi-1 of the task on `ch`, encoded into `out`, stamped at start + relative issue cycle. A
-    producer may come with an encoder of its own (per_channel[ch][2]: given the task's shared
-    cache, the table of its commands without building them); else the commands are built and
-    encoded once."""
-    entry = pt.per_channel[ch]
-    rel = entry[1]
-    if len(entry) > 2:
-        table = entry[2](shared.templates)
-    else:
-        table = shared.templates.get(("commands", ch))
-        if table is None:
-            table = shared.templates[("commands", ch)] = encode(entry[0]())
+def _encoded_body(pt, ch: int, shared: _Shared, lo: int, hi: int, out: np.ndarray) -> None:
+    """Commands lo..hi-1 of the task on `ch`, encoded into `out`, stamped at start + relative
+    issue cycle. Every channel task of a streamed decode comes with an encoder of its own
+    (per_channel[ch][2]: given the task's shared cache, the table of its commands, built once)."""
+    _produce, rel, table_of = pt.per_channel[ch]
+    table = table_of(shared.templates)
     if len(table) != len(rel):
         raise DecodeError(f"{pt.task}: channel {ch} encoded {len(table)} commands, {len(rel)} were timed")
     out[:] = table[lo:hi]
     np.add(np.asarray(rel[lo:hi], dtype=np.int64), pt.start, out=out[:, C_STAMP])
     if hi == len(rel):
-        shared.templates.pop(("commands", ch), None)
         shared.read_rows()
 
 
@@ -174,7 +166,7 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
                     signal_rows("WAIT", waits[lo:hi], out[:at])
                 b0, b1 = max(lo - h, 0), min(hi - h, body)
                 if b0 < b1:
-                    _encoded_body(pt, ch, shared, encode, b0, b1, out[at:at + b1 - b0])
+                    _encoded_body(pt, ch, shared, b0, b1, out[at:at + b1 - b0])
                     at += b1 - b0
                 if sig is not None and hi == n:
                     signal_rows("SIG", (sig,), out[at:at + 1])
