@@ -13,19 +13,12 @@ import sys
 
 import numpy as np
 
-from pimsat.instance import load_instance
-from pimsat.pipeline import SolveOptions, _lower_both_styles, solve
+from compiled import compile_lazily
 from sim.encode import encode_stream
-from solver.decode import decode
 
 
 def differing_channels(path: str, method: str) -> tuple[int, int]:
-    inst = load_instance(path)
-    program, hw = inst.build_program(), inst.build_hardware([], None)
-    lowered, _ = _lower_both_styles(inst, hw, program, 4)
-    problem, lowering = lowered["naive" if method == "naive" else "overlap"]
-    solution, _ = solve(problem, SolveOptions(method=method))
-    compiled = decode(problem, lowering, solution, placements=False, lazy=True)
+    hw, compiled = compile_lazily(path, method)
     bad = 0
     for stream in compiled.streams.channels:
         if len(stream):  # the encoded parts against the instruction objects of the same stream

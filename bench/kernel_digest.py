@@ -17,8 +17,7 @@ import time
 
 import numpy as np
 
-from pimsat import pipeline
-from pimsat.instance import load_instance
+from compiled import compile_lazily
 from sim import channel as K
 from sim.encode import SignalMap
 from sim.timing import compile_tables
@@ -29,14 +28,8 @@ DIGESTED = ("counts", "bbursts", "pumacs", "hits", "misses", "stall", "issue", "
 
 def channel_tables(path: str, method: str, channels: int):
     """(hardware, encoded tables of `channels` channel streams of the compiled program)."""
-    inst = load_instance(path)
-    prog, hw = inst.build_program(), inst.build_hardware([], None)
-    lowered, _ = pipeline._lower_both_styles(inst, hw, prog, 4)
-    problem, lowering = lowered["naive" if method == "naive" else "overlap"]
-    solution, _ = pipeline.solve(problem, pipeline.SolveOptions(method=method))
-    from solver.decode import decode
-
-    streams = decode(problem, lowering, solution, placements=False, lazy=True).streams.channels
+    hw, compiled = compile_lazily(path, method)
+    streams = compiled.streams.channels
     step = max(1, len(streams) // channels)
     tables = []
     for s in streams[::step][:channels]:
