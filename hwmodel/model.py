@@ -74,6 +74,10 @@ class PIM(_Strict):
     acc_dtype: Literal["fp32"] = "fp32"
     acc_registers: int = Field(ge=1, le=1024, description="fp32 accumulators per unit")
     global_buffer_bytes: int = Field(ge=2, le=1 << 20, description="per channel, holds the broadcast input")
+    gb_write_path: Literal["data_bus", "dedicated"] = Field(
+        default="data_bus",
+        description="how WRGB reaches the global buffer: over the data bus as column writes (HBM-PIM: "
+                    "read/write turnarounds against MACs apply) or by a dedicated path (AiM: none)")
 
     @property
     def element_bytes(self) -> int:
@@ -104,6 +108,8 @@ class TimingConstraint(_Strict):
     scope: str
     latency: str | int
     window: int | None = Field(default=None, ge=2, le=64)
+    when: Literal["data_bus", "dedicated"] | None = Field(
+        default=None, description="the row applies only where pim.gb_write_path has this value")
 
     @field_validator("prev", "next")
     @classmethod
@@ -139,8 +145,14 @@ class Timing(_Strict):
     tCK_ns: float = Field(gt=0)
     params: dict[str, int]
     constraints: list[TimingConstraint]
-    # Refresh: every tREFI a REF is due; at most this many may be postponed at any time.
+    # Refresh scheduling (JEDEC: JESD235 HBM2 and JESD79-4 DDR4 section "Refresh command
+    # scheduling"; GDDR6 JESD250 has the same limits): every tREFI a REF is due; at most 8 may be
+    # postponed (owed), at most 8 pulled in (issued ahead; more earn no credit), and the interval
+    # between two REFs is at most 9 x tREFI.
     max_postponed_refresh: int = Field(default=8, ge=0, le=64)
+    max_pulled_in_refresh: int = Field(default=8, ge=0, le=1 << 20)
+    max_refresh_interval: int = Field(default=9, ge=1, le=1 << 20,
+                                      description="most tREFI intervals between two REFs (and from the start)")
 
     @field_validator("params")
     @classmethod
@@ -195,7 +207,7 @@ def link_burst_cycles(burst_bytes: int, link_bytes_per_cycle: float) -> int:
 REQUIRED_PARAMS: tuple[str, ...] = (
     "CL", "CWL", "BL2", "tRCDRD", "tRCDWR", "tRP", "tRAS", "tRC", "tCCD_S", "tCCD_L",
     "tRRD_S", "tRRD_L", "tFAW", "tWR", "tRTP", "tWTR_S", "tWTR_L", "tREFI", "tRFC",
-    "tMAC", "tMACL", "tGB",
+    "tMAC", "tMACL", "tGB", "tACT_BUS",
 )
 
 
@@ -228,6 +240,10 @@ class Hardware(_Strict):
                 f"pim.global_buffer_bytes = {pim.global_buffer_bytes} is not a whole number of "
                 f"{org.burst_bytes} B bursts"
             )
+        for i, c in enumerate(self.timing.constraints):
+            if c.when is not None and c.when != pim.gb_write_path:
+                raise ValueError(f"timing.constraints[{i}] ({c.prev}->{c.next}) applies when pim.gb_write_path = "
+                                 f"{c.when}; this hardware has {pim.gb_write_path}")
         link = link_burst_cycles(org.burst_bytes, self.host.link_bytes_per_cycle)
         if self.timing.params.get("tLINK") != link:
             raise ValueError(

@@ -36,10 +36,10 @@ OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV = 8, 9, 10, 11, 12
 WIDTH = 11
 # hardware scalars (see timing.py)
 (HWP_NB, HWP_NG, HWP_NR, HWP_NPU, HWP_NU, HWP_NCOL, HWP_NROW, HWP_GB, HWP_ACC, HWP_TREFI,
- HWP_MAXP, HWP_SYNC, HWP_RECORD, HWP_TGB, HWP_R, HWP_BPB) = range(16)
-HWP_LEN = 16
+ HWP_MAXP, HWP_SYNC, HWP_RECORD, HWP_TGB, HWP_R, HWP_BPB, HWP_MAXPULL, HWP_MAXGAP) = range(18)
+HWP_LEN = 18
 # stall reasons after the table rows (index R + k)
-R_SYNC, R_STAMP, R_GB = 0, 1, 2
+R_SYNC, R_STAMP, R_GB, R_REFCREDIT = 0, 1, 2, 3
 
 NEG = -(1 << 50)
 DONE, BLOCKED, ERROR = 0, 1, 2
@@ -47,11 +47,12 @@ DONE, BLOCKED, ERROR = 0, 1, 2
 # ST_POS indexes the table passed in; ST_BASE is that table's first instruction in the whole stream
 # (a stream may be fed a slice at a time): openinstr and the log hold stream indices
 # ST_OPEN: bitmask of the banks with an open row (openrow[b] >= 0)
-ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN = range(10)
-ST_LEN = 10
+# ST_LASTREF: cycle of the last REF (0 before the first: the program starts refreshed)
+ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN, ST_LASTREF = range(11)
+ST_LEN = 11
 # error codes
 (E_NONE, E_TIMING, E_BUS, E_SYNC, E_CLOSED, E_OPEN, E_REFOPEN, E_PU, E_RANGE, E_REFLATE, E_SIGTWICE,
- E_STREAM, E_GB) = range(13)
+ E_STREAM, E_GB, E_REFEARLY, E_REFGAP) = range(15)
 # err array slots
 ERR_CODE, ERR_CYCLE, ERR_BANK, ERR_INSTR, ERR_ROW, ERR_NEEDED, ERR_ACTUAL, ERR_X1, ERR_X2 = range(9)
 ERR_LEN = 9
@@ -294,6 +295,10 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             earliest, reason = req, brow
         if gbneed > earliest:
             earliest, reason = gbneed, R + R_GB
+        if c == REF:  # a REF earns credit at most max_pulled_in ahead: an unstamped one waits for it
+            credit = (st[ST_REFS] + 1 - hwp[HWP_MAXPULL]) * trefi
+            if credit > earliest:
+                earliest, reason = credit, R + R_REFCREDIT
         if stamp >= 0:
             t = stamp
             if t < ready:
@@ -390,10 +395,17 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
         st[ST_OPEN] = openmask
         if c == REF:
             j = st[ST_REFS] + 1
-            st[ST_REFS] = j
             deadline = (j + maxp) * trefi
             if t >= deadline:
                 return _fail(err, E_REFLATE, deadline, -1, pos, -1, 0, 0, j, t)
+            # pulled in: REFs issued up to t beyond those due by t earn no credit past maxpull
+            if j - t // trefi > hwp[HWP_MAXPULL]:
+                return _fail(err, E_REFEARLY, t, -1, pos, -1, (j - hwp[HWP_MAXPULL]) * trefi, t, j, 0)
+            if t - st[ST_LASTREF] > hwp[HWP_MAXGAP] * trefi:
+                return _fail(err, E_REFGAP, t, -1, pos, -1, hwp[HWP_MAXGAP] * trefi, t - st[ST_LASTREF], j,
+                             st[ST_LASTREF])
+            st[ST_REFS] = j
+            st[ST_LASTREF] = t
         d = tk + compl[c]
         issue[pos], lastc[pos], done[pos] = t, tk, d
         if d > st[ST_MAXDONE]:
@@ -430,7 +442,7 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
         issue=np.full(n_instr, -1, dtype=i64), lastc=np.full(n_instr, -1, dtype=i64),
         done=np.full(n_instr, -1, dtype=i64), counts=np.zeros(8, dtype=i64), bbursts=np.zeros(nb, dtype=i64),
         pumacs=np.zeros(npu, dtype=i64), hits=np.zeros(nb, dtype=i64), misses=np.zeros(nb, dtype=i64),
-        stall=np.zeros(R + 3, dtype=i64), viol=np.zeros(max(R, 1), dtype=i64),
+        stall=np.zeros(R + 4, dtype=i64), viol=np.zeros(max(R, 1), dtype=i64),
         log=log, lcyc=log["cycle"], lcmd=log["command"], lbank=log["bank"], lmask=log["mask"], lrow=log["row"],
         lcol=log["col"], linstr=log["instr"], err=np.zeros(ERR_LEN, dtype=i64),
     )

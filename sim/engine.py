@@ -94,6 +94,14 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
         return SimulationError("refresh", f"refresh #{x1} issued at cycle {x2}: at cycle {cycle} more than "
                                f"max_postponed_refresh={hw.timing.max_postponed_refresh} refreshes were owed "
                                f"(one is due every tREFI={hw.timing.p('tREFI')})", **kw)
+    if code == K.E_REFEARLY:
+        return SimulationError("refresh", f"refresh #{x1} issued at cycle {actual}: more than max_pulled_in_refresh="
+                               f"{hw.timing.max_pulled_in_refresh} pulled in (REF #{x1} earns credit from cycle "
+                               f"{needed}, one due every tREFI={hw.timing.p('tREFI')})", needed=needed, actual=actual, **kw)
+    if code == K.E_REFGAP:
+        return SimulationError("refresh", f"refresh #{x1} issued {actual} cycles after the previous REF (cycle {x2}): "
+                               f"at most max_refresh_interval={hw.timing.max_refresh_interval} x tREFI="
+                               f"{needed} between two REFs", needed=needed, actual=actual, **kw)
     if code == K.E_SIGTWICE:
         return SimulationError("signal", f"signal {int(sig_ids[x1])} set twice (first at cycle {x2})", **kw)
     if code == K.E_STREAM:
@@ -272,6 +280,12 @@ def _check_end(hw: Hardware, ch: int, stream, s, T: int) -> None:
     if n < T // trefi:
         raise SimulationError("refresh", f"program ends at cycle {T} owing {T // trefi - n} refresh(es): "
                               f"{n} REFs issued, {T // trefi} due (one every tREFI={trefi})", cycle=T, stream=ch)
+    gap = hw.timing.max_refresh_interval * trefi
+    last = int(s["st"][K.ST_LASTREF])
+    if T - last > gap:
+        raise SimulationError("refresh", f"program ends at cycle {T}, {T - last} cycles after its last REF (cycle "
+                              f"{last}): at most max_refresh_interval={hw.timing.max_refresh_interval} x tREFI={gap} "
+                              "between two REFs", cycle=last + gap, stream=ch, needed=gap, actual=T - last)
     open_banks = np.flatnonzero(s["openrow"] >= 0)
     if len(open_banks):
         b = int(open_banks[0])

@@ -22,14 +22,14 @@ import numpy as np
 from hwmodel.model import COMMANDS, SCOPES, Hardware
 
 from .channel import (HWP_ACC, HWP_BPB, HWP_GB, HWP_LEN, HWP_MAXP, HWP_NB, HWP_NCOL, HWP_NG, HWP_NPU,
-                      HWP_NR, HWP_NROW, HWP_NU, HWP_R, HWP_SYNC, HWP_TGB, HWP_TREFI)
+                      HWP_MAXGAP, HWP_MAXPULL, HWP_NR, HWP_NROW, HWP_NU, HWP_R, HWP_SYNC, HWP_TGB, HWP_TREFI)
 
 CMD = {c: i for i, c in enumerate(COMMANDS)}
 NCMD = len(COMMANDS)
 SCOPE = {s: i for i, s in enumerate(SCOPES)}
 
 # Stall reasons beyond the table rows (index R + k; see channel.R_*).
-EXTRA_REASONS = ("sync", "stamp", "WRGB->MAC global-buffer burst tGB")
+EXTRA_REASONS = ("sync", "stamp", "WRGB->MAC global-buffer burst tGB", "REF pulled-in credit")
 
 # Completion latency of a command: when its effect is done (used by SIG and the makespan).
 COMPLETION = {"RD": "CL + BL2", "RDACC": "CL + BL2", "WR": "CWL + BL2", "WRGB": "CWL + BL2",
@@ -127,6 +127,8 @@ def _compile(hw: Hardware) -> TimingTables:
         nb, ng, nr, hw.pus_per_channel, nu, org.columns, org.rows, hw.gb_bursts, hw.pim.acc_registers)
     hwp[HWP_TREFI] = t.p("tREFI")
     hwp[HWP_MAXP] = t.max_postponed_refresh
+    hwp[HWP_MAXPULL] = t.max_pulled_in_refresh
+    hwp[HWP_MAXGAP] = t.max_refresh_interval
     hwp[HWP_SYNC] = hw.host.sync_cycles
     hwp[HWP_TGB] = t.p("tGB")
     hwp[HWP_R] = R

@@ -3,9 +3,13 @@
 1. Rows: each chosen mode gets its rows in every bank of its groups (allocated in job order).
 2. Timeline: tasks are laid out in the order of the solution's start times, each at its earliest
    legal cycle given its resource, the internal edges of its mode, its job's dependencies (plus a
-   sync between streams) and refresh: idle gaps on a group are filled with REFs (pulled in up to
-   `max_postponed` ahead of schedule); before a group task, REFs are issued whenever the task
-   would otherwise end with more than `max_postponed` owed; at the end every owed REF is issued. Because each task was
+   sync between streams) and refresh, under the JEDEC rules (at most `max_postponed` REFs owed,
+   at most `max_pulled_in` pulled in, at most `max_interval` x tREFI between two REFs): idle gaps
+   on a group are filled with REFs as far as pulled-in credit goes; before a group task, REFs are
+   issued whenever the task would otherwise end with too many owed, or reach its first REF (or
+   its end) too long after the last one; a long task carries REFs of its own
+   (solver/refresh_points.py), counted here at their exact relative cycles; at the end every owed
+   REF is issued. Because each task was
    timed alone from a quiet state and its `duration` covers every constraint its commands start,
    the composed program is legal, and its makespan is known before it is simulated.
 3. Streams: each task's commands stamped at start + relative issue cycle, with SIG after a task
@@ -87,19 +91,19 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     kind, what = role
     if kind in ("EPI", "HOP"):
         ins = make(kind, op=op_index[what])
-        return {-1: (lambda: [ins], (0,))}, task.duration, task.duration
+        return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
     if kind == "HMVS":  # rows of gemvs on the host, one launch
         seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
         busy = mv_chain_cycles(hw, program, [(op_index[o], n) for o, _r0, n in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
-        return {-1: (lambda: seq, rel)}, task.duration, task.duration
+        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
     if kind in ("HOPS", "EPIS"):  # one launch, the later ops chained to the first
         single = "HOP" if kind == "HOPS" else "EPI"
         seq = [make(single, op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
         cost = chain_cycles if kind == "HOPS" else epilogue_chain_cycles
         busy = cost(hw, program, [op_index[o] for o in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
-        return {-1: (lambda: seq, rel)}, task.duration, task.duration
+        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
     pl, lay = tilings[what], layouts[what]
     g = groups[task.resource]
     cis = [pl.channels.index(c) for c in g.channels]
@@ -117,7 +121,7 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
                                     () if tt is None else tt.issue)
             if encode is not None:  # the encoded table leaves out host offsets: equal for those channels
                 per[pl.channels[ci]] += (partial(_encoded_append, hw, lay, sym, ci, pl.append, rows, encode),)
-        return per, max(end, 1), comp
+        return per, max(end, 1), comp, {}
     if kind == "mv":
         emitter = MVEmitter(hw, lay, sym, pl.style)
 
@@ -129,15 +133,18 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     # channels of one signature run in lockstep (same stamps), and so do the tasks of repeated
     # layers: each structure is timed once per decode (a channel with padding on its own)
     end = comp = 0
+    inner: dict[int, tuple[int, ...]] = {}  # channel -> relative cycles of the task's own REFs
     for ci in cis:
         tt = timings.structure(timings.key(kind, pl.style, lay.t, ci), lambda ci=ci: emit(ci))
         end, comp = max(end, tt.duration), max(comp, tt.completion)
+        if tt.refreshes:
+            inner[pl.channels[ci]] = tt.refreshes
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
         if encode is not None:  # encoded from a template (assemble: the stream's rows)
             per[pl.channels[ci]] += ((lambda cache, ci=ci: emitter.encoded(ci, cache, encode, layers)) if kind == "mv"
                                      else (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode,
                                                                                     layers)),)
-    return per, end, comp
+    return per, end, comp, inner
 
 
 def _encoded_append(hw, lay: Layout, sym: Symbols, ci: int, append: tuple, rows: tuple, encode, cache: dict):
@@ -232,14 +239,32 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
     lat = max_latency_after(hw)
     ref_len = lat["REF"]
     free = {r: 0 for r in problem.resources()}
-    refs: dict[str, list[int]] = {g: [] for g in groups}
+    refs: dict[str, list[int]] = {g: [] for g in groups}  # the REFs decode issues between tasks
+    # every REF of a group, its own and its tasks', bounded over the group's channels (whose long
+    # tasks may carry different numbers of REFs): `late` counts the REFs every channel has issued
+    # (the k-th at the latest any channel issues one), `early` those some channel has (the k-th at
+    # the earliest); `last` is the earliest any channel issued its last REF (0: the start)
+    late: dict[str, list[int]] = {g: [] for g in groups}
+    early: dict[str, list[int]] = {g: [] for g in groups}
+    last: dict[str, int] = {g: 0 for g in groups}
     placed: dict[str, _Placed] = {}
 
     def owed(g: str, t: int) -> int:
-        return t // ref.tREFI - len(refs[g]) if ref else 0
+        return t // ref.tREFI - len(late[g])
+
+    def issue_ref(g: str, at: int) -> None:
+        refs[g].append(at)
+        late[g].append(at)
+        early[g].append(at)
+        last[g] = at
+        free[g] = at + ref_len
+
+    def earliest_credit(g: str) -> int:
+        """The first cycle the group's next REF still earns credit (at most max_pulled_in ahead)."""
+        return max(0, (len(early[g]) + 1 - ref.max_pulled_in) * ref.tREFI)
 
     for t in tasks:
-        per, dur, comp = commands[t.name]
+        per, dur, comp, inner = commands[t.name]
         est = free[t.resource]
         for p, lag in preds[t.name]:
             if p not in placed:
@@ -247,36 +272,54 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
             est = max(est, placed[p].end + lag)
         if ref and t.resource != HOST:
             g = t.resource
-            # idle gap before the task: refresh there, due or not (pulled in, at most
-            # max_postponed ahead of schedule, as DDR/HBM allow)
-            while free[g] + ref_len <= est and owed(g, free[g]) > -ref.max_postponed:
-                refs[g].append(free[g])
-                free[g] += ref_len
-            while owed(g, est + dur) > ref.max_postponed:
-                at = free[g]
-                refs[g].append(at)
-                free[g] = at + ref_len
+            chans = groups[g].channels
+            counts = [len(inner.get(c, ())) for c in chans]
+            n_min, n_max = min(counts), max(counts)
+            late_rel = [max(inner[c][k] for c in chans) for k in range(n_min)]
+            early_rel = [min(inner[c][k] for c in chans if len(inner.get(c, ())) > k) for k in range(n_max)]
+            first = late_rel[0] if n_min else dur  # the task's first stretch without a REF
+            gap = ref.max_interval * ref.tREFI
+            # idle gap before the task: refresh there, due or not, as far as credit goes
+            while free[g] + ref_len <= est and earliest_credit(g) <= free[g]:
+                issue_ref(g, free[g])
+
+            def short(est: int) -> bool:
+                """True if the group must refresh before a task starting at `est`."""
+                n = len(late[g])
+                if any(est + r >= (n + k + 1 + ref.max_postponed) * ref.tREFI for k, r in enumerate(late_rel)):
+                    return True
+                if (est + dur) // ref.tREFI - (n + n_min) > ref.max_postponed:
+                    return True
+                return est + first - last[g] > gap
+
+            while short(est):
+                issue_ref(g, max(free[g], earliest_credit(g)))
                 est = max(est, free[g])
+            # the task's own REFs must earn credit too
+            for k, r in enumerate(early_rel):
+                est = max(est, (len(early[g]) + k + 1 - ref.max_pulled_in) * ref.tREFI - r)
+            late[g].extend(est + r for r in late_rel)
+            early[g].extend(est + r for r in early_rel)
+            if n_min:
+                last[g] = est + min(inner[c][-1] for c in chans)
         placed[t.name] = _Placed(t.name, t.resource, est, est + dur, est + comp, per)
         free[t.resource] = est + dur
 
     def makespan() -> int:
-        last = max((p.completion for p in placed.values()), default=0)
+        last_done = max((p.completion for p in placed.values()), default=0)
         for g, rs in refs.items():
             if rs:
-                last = max(last, rs[-1] + hw.timing.p("tRFC"))
-        return last
+                last_done = max(last_done, rs[-1] + hw.timing.p("tRFC"))
+        return last_done
 
     if ref:
         while True:
             T = makespan()
-            pending = [g for g in groups if owed(g, T) > 0]
+            pending = [g for g in groups if owed(g, T) > 0 or T - last[g] > ref.max_interval * ref.tREFI]
             if not pending:
                 break
             for g in pending:
-                at = max(free[g], refs[g][-1] + ref_len if refs[g] else 0)
-                refs[g].append(at)
-                free[g] = at + ref_len
+                issue_ref(g, max(free[g], refs[g][-1] + ref_len if refs[g] else 0, earliest_credit(g)))
 
     # ---- streams ----------------------------------------------------------------------------------
     def channels_of(resource: str) -> list[int]:

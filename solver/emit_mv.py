@@ -26,6 +26,7 @@ import numpy as np
 from hwmodel import Hardware
 from hwmodel.isa import Instruction, make
 
+from .refresh_points import with_refresh
 from .layout import Layout
 from .symbols import Symbols, staging
 from .relocate import Relocations, task_table
@@ -340,7 +341,7 @@ class MVEmitter:
         for sel, seg in sorted(open_rows.items()):
             seq.append(self._pre(lay.segment_mask(seg)))
         self.split_used = loads.diverged
-        return seq
+        return with_refresh(hw, seq)
 
 
 class _LoadSpreader:

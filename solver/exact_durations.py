@@ -47,7 +47,7 @@ def exact_durations(problem: SchedulingProblem, lowering: Lowering) -> dict[int,
                 role = mode.payload.roles[task.name]
                 if task.resource == HOST or role[1] not in differ:
                     continue
-                _per, end, _comp = _task_commands(hw, program, Symbols(), op_index, groups, task, role, tilings,
+                _per, end, _comp, _refs = _task_commands(hw, program, Symbols(), op_index, groups, task, role, tilings,
                                                   layouts, timings)
                 out[id(task)] = end
     return out

@@ -6,6 +6,7 @@ import numpy as np
 from hwmodel import Hardware
 from hwmodel.isa import Instruction, make, make_args
 
+from .refresh_points import with_refresh
 from .layout import Layout
 from .symbols import Symbols, host_copy
 from .relocate import Relocations, task_table
@@ -40,7 +41,7 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
         for bank, col, n, start, d in sorted(by_segment[seg], key=lambda r: (r[1], r[0])):
             seq.append(make_args("RD", (bank, col, n, d, start)))  # fields: bank, col, count, dst, offset
         seq.append(make("PRE", mask=mask))
-    return seq
+    return with_refresh(hw, seq)
 
 
 def encoded_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, cache: dict, encode,

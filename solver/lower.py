@@ -347,7 +347,8 @@ class Lowerer:
         dependencies = [Dependency(a, b, tuple(sorted(pairs[(a, b)], key=lambda ab: (index[ab[0]], index[ab[1]]))))
                         for a, b in sorted(pairs, key=lambda d: (position[d[1]], position[d[0]]))]
         t = self.hw.timing
-        refresh = Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh)
+        refresh = Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh, t.max_pulled_in_refresh,
+                          t.max_refresh_interval)
         problem = SchedulingProblem(p.name, jobs, dependencies, self.groups, refresh, self.hw.host.sync_cycles)
         problem.horizon = problem.trivial_horizon()
         return problem, self.lowering

@@ -98,6 +98,8 @@ class Refresh:
     tREFI: int
     tRFC: int
     max_postponed: int
+    max_pulled_in: int = 8
+    max_interval: int = 9  # tREFI intervals between two REFs at most
 
     def stretch(self, work: int, at_least: int = 0) -> int:
         """Smallest T >= max(work, at_least) with T >= work + tRFC * floor(T / tREFI): the time a

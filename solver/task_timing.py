@@ -25,6 +25,7 @@ class TaskTiming:
     issue: np.ndarray  # relative issue cycle of every instruction (int64, read-only: 8 B each)
     duration: int
     completion: int
+    refreshes: tuple[int, ...] = ()  # relative cycles of the task's own REFs (long tasks)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TaskTiming) and (self.duration, self.completion) == (other.duration, other.completion) \
@@ -68,7 +69,9 @@ def _without_refresh(hw: Hardware) -> Hardware:
     decoder between tasks."""
     params = dict(hw.timing.params)
     params["tREFI"] = 1 << 40
-    return hw.model_copy(update={"timing": hw.timing.model_copy(update={"params": params})})
+    # a long task carries REFs of its own (solver/refresh_points.py): timed alone, none is early
+    return hw.model_copy(update={"timing": hw.timing.model_copy(update={
+        "params": params, "max_pulled_in_refresh": 1 << 20, "max_refresh_interval": 1 << 20})})
 
 
 def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
@@ -89,7 +92,8 @@ def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
         lat_arr = np.array([lat[c] for c in COMMANDS], dtype=np.int64)
         quiet = int((log["cycle"].astype(np.int64) + lat_arr[log["command"]]).max())
     duration = max(quiet, int(res.cycles), int(times.last[-1]) + 1)
-    return TaskTiming(issue, duration, int(res.cycles))
+    refs = () if log is None else tuple(int(c) for c in log["cycle"][log["command"] == COMMANDS.index("REF")])
+    return TaskTiming(issue, duration, int(res.cycles), refs)
 
 
 # fields that name host memory (tensor and element): they never change when a command may issue

@@ -95,8 +95,10 @@ def test_mac_sweep_spacing(preset):
     assert res.stalls["MAC->MAC channel tMAC"] == (n - 1) * (p["tMAC"] - 1)
 
 
-def test_global_buffer_burst_readiness(hbm2):
-    """A MAC reads a global-buffer burst no earlier than tGB after the WRGB that wrote it."""
+def test_global_buffer_burst_readiness():
+    """A MAC reads a global-buffer burst no earlier than tGB after the WRGB that wrote it (on a
+    dedicated global-buffer write path: over the data bus the WRGB -> MAC turnaround binds first)."""
+    hbm2 = load_hardware("hbm2-pim", ["organization.channels=1", "pim.gb_write_path=dedicated"])
     p = _p(hbm2)
     s = [make("ACT", mask=1, row=0), make("WRGB", cycle=100, gb=3, count=1, src=0, offset=0),
          make("MAC", mask=1, col=0, count=1, gb=3, acc=0), make("PRE", mask=1)]
@@ -232,3 +234,34 @@ def test_sig_wait_timing(hbm2):
     with pytest.raises(SimulationError) as e:
         simulate(hbm2, streams(hbm2, ch0, ch1), functional=False)
     assert e.value.kind == "sync" and e.value.stream == 1 and e.value.instr == 1
+
+
+def test_refresh_pulled_in_credit(fpga):
+    """At most max_pulled_in REFs ahead of schedule earn credit: REF #j is legal from cycle
+    (j - max_pulled_in) x tREFI, refused one cycle before; an unstamped one waits for its credit."""
+    p, pull = _p(fpga), fpga.timing.max_pulled_in_refresh
+    trefi = p["tREFI"]
+    ahead = [make("REF") for _ in range(pull)]
+    ok = simulate(fpga, streams(fpga, ahead + [make("REF", cycle=trefi)]), functional=False)
+    assert ok.times(0).issue[pull] == trefi
+    with pytest.raises(SimulationError) as e:
+        simulate(fpga, streams(fpga, ahead + [make("REF", cycle=trefi - 1)]), functional=False)
+    err = e.value
+    assert err.kind == "refresh" and err.instr == pull and err.cycle == trefi - 1
+    assert err.needed == trefi and err.actual == trefi - 1 and "max_pulled_in_refresh" in str(err)
+    waits = simulate(fpga, streams(fpga, ahead + [make("REF")]), functional=False)
+    assert waits.times(0).issue[pull] == trefi and waits.stalls["REF pulled-in credit"] > 0
+
+
+def test_refresh_interval_at_most_nine_trefi(fpga):
+    """Two REFs at most max_refresh_interval x tREFI apart: legal at the limit, refused one beyond."""
+    p, gap = _p(fpga), fpga.timing.max_refresh_interval * _p(fpga)["tREFI"]
+    ahead = [make("REF") for _ in range(fpga.timing.max_pulled_in_refresh)]  # the 8th at 7 x tRFC
+    last = 7 * p["tRFC"]
+    ok = simulate(fpga, streams(fpga, ahead + [make("REF", cycle=last + gap)]), functional=False)
+    assert ok.times(0).issue[len(ahead) - 1] == last
+    with pytest.raises(SimulationError) as e:
+        simulate(fpga, streams(fpga, ahead + [make("REF", cycle=last + gap + 1)]), functional=False)
+    err = e.value
+    assert err.kind == "refresh" and err.instr == len(ahead) and "max_refresh_interval" in str(err)
+    assert err.needed == gap and err.actual == gap + 1
