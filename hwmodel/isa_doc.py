@@ -90,15 +90,17 @@ def _timing(hws: list[Hardware]) -> list[str]:
     for raw in family_timing_table():
         c = TimingConstraint.model_validate(raw)
         rows.append([c.prev, c.next, c.scope, f"`{c.latency}`", c.window or "",
-                     *(hw.timing.latency_of(c) for hw in hws)])
+                     f"gb_write_path = {c.when}" if c.when else "",
+                     *(hw.timing.latency_of(c) if c.when in (None, hw.pim.gb_write_path) else "—" for hw in hws)])
     return [
         "## Timing table of the family",
         "",
         "A command `next` to a target in the same `scope` as an earlier `prev` issues no earlier "
         "than `latency` cycles after it (with `window` N: after the N-th most recent `prev`). "
+        "`when`: the row applies only to devices with that `pim.gb_write_path` (— where it does not). "
         "The last columns give the latency in cycles for each preset.",
         "",
-        *_table(["prev", "next", "scope", "latency", "window", *(hw.name for hw in hws)], rows),
+        *_table(["prev", "next", "scope", "latency", "window", "when", *(hw.name for hw in hws)], rows),
         "",
     ]
 
@@ -110,6 +112,8 @@ def _param_rows(hw: Hardware) -> dict[str, object]:
             out[f"{section}.{k}"] = v
     out["timing.tCK_ns"] = hw.timing.tCK_ns
     out["timing.max_postponed_refresh"] = hw.timing.max_postponed_refresh
+    out["timing.max_pulled_in_refresh"] = hw.timing.max_pulled_in_refresh
+    out["timing.max_refresh_interval"] = hw.timing.max_refresh_interval
     for k, v in hw.timing.params.items():
         out[f"timing.params.{k}"] = v
     return out

@@ -114,7 +114,10 @@ def hardware_from_dict(data: dict[str, Any], source: str = "<hardware>") -> Hard
     data = copy.deepcopy(data)
     timing = data.get("timing")
     if isinstance(timing, dict) and "constraints" not in timing:
-        timing["constraints"] = family_timing_table()
+        # the family's rows; those of another pim.gb_write_path than this device's are not its rules
+        pim = data.get("pim")
+        path = pim.get("gb_write_path", "data_bus") if isinstance(pim, dict) else "data_bus"
+        timing["constraints"] = [r for r in family_timing_table() if r.get("when") in (None, path)]
     _add_derived_params(data, source)
     try:
         return Hardware.model_validate(data)

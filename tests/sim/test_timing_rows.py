@@ -165,7 +165,13 @@ def test_row_exact_gap(case):
     base = load_hardware(preset, ["organization.channels=1"])
     row = ROWS[k]
     hw = load_hardware(preset, ["organization.channels=1"] + _overrides(base, row))
-    cons = hw.timing.constraints[k]
+    same = [c for c in hw.timing.constraints
+            if (c.prev, c.next, c.scope, c.latency, c.window, c.when)
+            == (row["prev"], row["next"], row["scope"], row["latency"], row.get("window"), row.get("when"))]
+    if row.get("when") not in (None, hw.pim.gb_write_path):
+        assert not same, f"a row for pim.gb_write_path={row['when']} on a {hw.pim.gb_write_path} device"
+        return
+    cons = same[0]
     gap = hw.timing.latency_of(cons)
     name = constraint_name(cons)
     ok = simulate(hw, streams(hw, _scenario(hw, row, gap), symbols=_symbols(hw)), functional=False)
@@ -173,6 +179,9 @@ def test_row_exact_gap(case):
     with pytest.raises(SimulationError) as e:
         simulate(hw, streams(hw, _scenario(hw, row, gap - 1), symbols=_symbols(hw)), functional=False)
     err = e.value
+    if gap <= 1:  # one command per cycle on the bus binds first (gddr6-aim's single-cycle ACT)
+        assert err.kind == "bus", str(err)
+        return
     assert err.kind == "timing", str(err)
     assert name in err.violated, str(err)
     assert err.cycle == T0 + gap - 1
