@@ -146,6 +146,10 @@ class Lowerer:
             self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
         return self.lowering.timings[key], layout
 
+    def _refresh_credit(self, timing: TaskTiming) -> int:
+        """tRFC for each REF the task carries itself (on the channel it was timed on)."""
+        return self.hw.timing.p("tRFC") * len(timing.refreshes)
+
     def _append_timing(self, layout: Layout, new: str, position: int) -> int:
         """Longest append over the channels of the layout (cached per shape, channels, position)."""
         key = ("append", _signature(layout.t.shape), layout.t.channels, layout.t.double_buffer, position)
@@ -190,7 +194,7 @@ class Lowerer:
             else:
                 epis = [Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op])) for op in shape.ops]
             for g in gnames:
-                t = Task(f"{name}/{tag}/{g}", g, timing.duration)
+                t = Task(f"{name}/{tag}/{g}", g, timing.duration, self._refresh_credit(timing))
                 if append is not None:
                     a = Task(f"{name}/{tag}/{g}/append", g, max(1, self._append_timing(layout, *append)))
                     tasks.append(a)
@@ -233,7 +237,7 @@ class Lowerer:
             timing, layout = self._mv_timing(shape, channels, self.opt.style, "mv")
             epi = Task(f"{name}/unfused/epi/{op}", HOST, self.host_cycles.epilogue(index[op]))
             for g in self.groups:
-                t = Task(f"{name}/unfused/{op}/{g.name}", g.name, timing.duration)
+                t = Task(f"{name}/unfused/{op}/{g.name}", g.name, timing.duration, self._refresh_credit(timing))
                 roles[t.name] = ("mv", i)
                 tasks.append(t)
                 inputs.append(t.name)
@@ -257,7 +261,7 @@ class Lowerer:
         hop = Task(f"{name}/host/hop", HOST, self.host_cycles.op(op_index))
         tasks, edges = [], []
         for g in self.groups:
-            t = Task(f"{name}/host/{g.name}", g.name, timing.duration)
+            t = Task(f"{name}/host/{g.name}", g.name, timing.duration, self._refresh_credit(timing))
             tasks.append(t)
             edges.append(Edge(t.name, hop.name, self.hw.host.sync_cycles))
         usage = {g.name: layout.rows_per_bank for g in self.groups}

@@ -37,6 +37,14 @@ class Task:
     name: str  # unique within the problem, e.g. "l0.q_proj/pim4/g2"
     resource: str  # HOST or a group name "g0", "g1", ...
     duration: int  # exact cycles, >= 1
+    # cycles of `duration` a long task spends in REFs of its own (solver/refresh_points.py): tRFC x
+    # the REFs its first channel issues; the lumped refresh relaxation does not count them twice
+    refresh_credit: int = 0
+
+    @property
+    def refresh_work(self) -> int:
+        """The busy time the lumped refresh relaxation adds tRFC per owed REF to."""
+        return self.duration - self.refresh_credit
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,13 @@ class ModelContext:
             return cp_model.LinearExpr.constant(const)
         return cp_model.LinearExpr.weighted_sum(lits, coefs) + const
 
+    def refresh_work_expr(self, resource: str) -> cp_model.LinearExprT:
+        """`work_expr` less the tasks' own REFs (Task.refresh_work): what lumped refresh stretches."""
+        const, lits, coefs = self.mode_terms(lambda m: sum(t.refresh_work for t in m.tasks if t.resource == resource))
+        if not lits:
+            return cp_model.LinearExpr.constant(const)
+        return cp_model.LinearExpr.weighted_sum(lits, coefs) + const
+
     def max_work(self, resource: str) -> int:
         """Largest possible busy time of `resource` (for domains)."""
         total = 0

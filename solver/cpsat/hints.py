@@ -45,7 +45,7 @@ def hint_values(ctx: ModelContext, hint: Solution) -> _Values:
                     v = hint.starts[t.name]
                     max_end = max(max_end, v + t.duration)
                     if t.resource != HOST:
-                        work[t.resource] = work.get(t.resource, 0) + t.duration
+                        work[t.resource] = work.get(t.resource, 0) + t.refresh_work
                 else:
                     v = s.proto.domain[0]
                 values[s] = v

@@ -77,7 +77,7 @@ def solution_makespan(problem: SchedulingProblem, solution: Solution) -> int:
         for t in mode.tasks:
             max_end = max(max_end, solution.starts[t.name] + t.duration)
             if t.resource != HOST:
-                work[t.resource] = work.get(t.resource, 0) + t.duration
+                work[t.resource] = work.get(t.resource, 0) + t.refresh_work
     return lumped_makespan(problem, max_end, work)
 
 
@@ -274,14 +274,15 @@ class ProblemIndex:
         return max(self.head[t.name] + t.duration + self.tail[t.name] for t in m.tasks)
 
     def min_work(self) -> dict[str, int]:
-        """Per resource: the least total busy time over all mode choices."""
+        """Per resource: the least total busy time over all mode choices (less the tasks' own
+        REFs, Task.refresh_credit: what lumped refresh stretches)."""
         work = {r: 0 for r in self.resources}
         for job in self.problem.jobs:
             per_mode = []
             for mode in job.modes:
                 w = {r: 0 for r in self.resources}
                 for t in mode.tasks:
-                    w[t.resource] += t.duration
+                    w[t.resource] += t.refresh_work
                 per_mode.append(w)
             for r in self.resources:
                 work[r] += min(w[r] for w in per_mode)

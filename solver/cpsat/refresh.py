@@ -6,7 +6,10 @@ cycles. Instead of placing REFs, the model requires, per group g,
     M >= sum of durations of the present tasks on g + tRFC * n_ref
     n_ref * tREFI >= M - tREFI + 1          (i.e. n_ref >= floor(M / tREFI))
 
-so M >= work_g + tRFC * floor(M / tREFI). n_ref is the same integer for every group (its least
+so M >= work_g + tRFC * floor(M / tREFI). A long task's own REFs (Task.refresh_credit) are left
+out of work_g: every channel c of g issues at least floor(M* / tREFI) REFs, those of its tasks and
+the group's, so the group's REFs number at least floor(M* / tREFI) - (its first channel's task
+REFs), and M* >= sum of durations - credits + tRFC * floor(M* / tREFI) still holds. n_ref is the same integer for every group (its least
 value floor(M / tREFI) depends on M only), so one variable serves all groups.
 
 Validity: the exact schedule (the decoder's, with REFs placed) has makespan M* and issues at
@@ -35,4 +38,4 @@ def add_refresh(ctx: ModelContext) -> None:
     for g in ctx.problem.groups:
         if not ctx.by_resource.get(g.name):
             continue  # M >= tRFC * floor(M / tREFI) holds for every M when tRFC < tREFI
-        m.add(M >= ctx.work_expr(g.name) + ref.tRFC * n)
+        m.add(M >= ctx.refresh_work_expr(g.name) + ref.tRFC * n)
