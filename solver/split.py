@@ -96,8 +96,8 @@ def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "spl
             epi_role = ("EPI", shape.ops[0])
         tasks, edges, inputs, roles = [], [], [], {}
         for g in gnames:
-            t = Task(f"{name}/{tag}/{g}", g, pim.duration)
-            r = Task(f"{name}/{tag}/{g}/rd", g, rd.duration)
+            t = Task(f"{name}/{tag}/{g}", g, pim.duration, lw._refresh_credit(pim))
+            r = Task(f"{name}/{tag}/{g}/rd", g, rd.duration, lw._refresh_credit(rd))
             tasks += [r, t]
             inputs.append(t.name)
             roles[t.name], roles[r.name] = ("mv", 0), ("rd", 1)

@@ -3,7 +3,7 @@
 Two groups g, h are *interchangeable* when swapping their names maps the problem onto itself:
 equal capacity, and for every job the multiset of its modes' signatures is unchanged by the
 swap. A signature is the mode with task names replaced by positions: per task (resource,
-duration), edges (positions, lag), input positions, output position and non-zero usage per
+duration, refresh credit), edges (positions, lag), input positions, output position and non-zero usage per
 group. Refresh and the lag rule (0 on the same resource, sync otherwise) treat all groups alike.
 Payloads are opaque and ignored (the decoder handles whichever mode is chosen).
 
@@ -44,7 +44,7 @@ def canonical_order(mode: Mode, rename: dict[str, str] | None = None) -> list[in
         preds[pos[e.after]].append((pos[e.before], e.lag))
         succs[pos[e.before]].append((pos[e.after], e.lag))
     inputs = set(mode.inputs)
-    labels: list = [(rn.get(t.resource, t.resource), t.duration, t.name in inputs,
+    labels: list = [(rn.get(t.resource, t.resource), t.duration, t.refresh_credit, t.name in inputs,
                      t.name == mode.output) for t in mode.tasks]
     ranks = _ranks(labels)
     for _ in range(n):
@@ -74,7 +74,7 @@ def mode_signature(mode: Mode, rename: dict[str, str] | None = None) -> tuple:
     pos = {mode.tasks[i].name: k for k, i in enumerate(order)}
     tasks = [mode.tasks[i] for i in order]
     return (
-        tuple((rn.get(t.resource, t.resource), t.duration) for t in tasks),
+        tuple((rn.get(t.resource, t.resource), t.duration, t.refresh_credit) for t in tasks),
         tuple(sorted((pos[e.before], pos[e.after], e.lag) for e in mode.edges)),
         tuple(sorted(pos[i] for i in mode.inputs)),
         pos[mode.output],

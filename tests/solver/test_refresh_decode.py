@@ -43,6 +43,22 @@ def test_long_tasks_refresh_inside(method):
     assert gap <= 9 and pulled <= 8 and owed <= 8, (gap, pulled, owed)
     assert gap < 3  # spread through the task, not bunched before it
     assert check_log(r.sim.log, r.hardware) == []
+    if r.solution.bound is not None:  # the proven bound counts each task's own REFs once
+        assert r.solution.bound - r.lowering.max_tail <= r.sim.cycles
+
+
+def test_every_long_pim_task_declares_its_refresh_credit():
+    """Every group task that carries REFs of its own (PIM, split PIM part, weight read) has
+    refresh_credit = tRFC x its REFs: without it the lumped refresh relaxation counts them twice
+    and the proven bound can exceed the program (GEMV 4096 b16 split modes: 347,878 > 318,002)."""
+    inst = Instance(name="long-b16", program={"kind": "gemv", "n": 128, "k": 256, "batch": 16},
+                    hardware={"preset": "fpga-proto",
+                              "set": [f"timing.params.tREFI={TREFI}", f"timing.params.tRFC={TRFC}"]})
+    r = run(inst, SolveOptions(method="cpsat", time_limit=5.0, functional=False, record=True))
+    tasks = [t for j in r.problem.jobs for m in j.modes for t in m.tasks if t.resource != "host"]
+    long_ = [t for t in tasks if t.duration > 4 * TREFI]
+    assert long_ and all(t.refresh_credit > 0 and t.refresh_credit % TRFC == 0 for t in long_)
+    assert r.solution.bound - r.lowering.max_tail <= r.sim.cycles
 
 
 def test_refresh_figures_see_a_bunched_program():
