@@ -20,8 +20,11 @@ Execution rules (hwmodel/isa.yaml says what each instruction does):
   earlier than tGB after the WRGB command that wrote x.
 * Bank state: ACT needs the bank closed, RD/WR/MAC/PRE open, REF all banks closed; MAC masks at
   most one bank per PIM unit; every bank must be closed at the end of the program.
-* Refresh: owed(t) = floor(t / tREFI) - REFs issued before t must stay <= max_postponed_refresh
-  for t up to the makespan T, and REFs issued >= floor(T / tREFI).
+* Refresh (JEDEC): owed(t) = floor(t / tREFI) - REFs issued before t must stay <=
+  max_postponed_refresh for t up to the makespan T, and REFs issued >= floor(T / tREFI); REF #j
+  earns credit from cycle (j - max_pulled_in_refresh) x tREFI (an unstamped REF waits for it, a
+  stamped earlier one is an error); two REFs, the start and the first REF, and the last REF and T
+  are at most max_refresh_interval x tREFI apart.
 * Completion: RD, RDACC issue + CL + BL2; WR, WRGB + CWL + BL2; MAC + tMACL; ACT + tRCDRD;
   PRE + tRP; REF + tRFC; a sweep: its last command's. SIG id is set at max(completion of every
   earlier instruction of the stream, previous instruction's issue + 1 on channels); WAIT id holds
