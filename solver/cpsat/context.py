@@ -65,16 +65,13 @@ class ModelContext:
                     coefs.append(v)
         return const, lits, coefs
 
-    def work_expr(self, resource: str) -> cp_model.LinearExprT:
-        """Total busy time of `resource` under the chosen modes (a linear expression)."""
-        const, lits, coefs = self.mode_terms(lambda m: sum(t.duration for t in m.tasks if t.resource == resource))
-        if not lits:
-            return cp_model.LinearExpr.constant(const)
-        return cp_model.LinearExpr.weighted_sum(lits, coefs) + const
+    def work_expr(self, resource: str, refresh: bool = False) -> cp_model.LinearExprT:
+        """Total busy time of `resource` under the chosen modes (a linear expression); with
+        `refresh`, less the tasks' own REFs (Task.refresh_work): what lumped refresh stretches."""
+        def busy(m: Mode) -> int:
+            return sum(t.refresh_work if refresh else t.duration for t in m.tasks if t.resource == resource)
 
-    def refresh_work_expr(self, resource: str) -> cp_model.LinearExprT:
-        """`work_expr` less the tasks' own REFs (Task.refresh_work): what lumped refresh stretches."""
-        const, lits, coefs = self.mode_terms(lambda m: sum(t.refresh_work for t in m.tasks if t.resource == resource))
+        const, lits, coefs = self.mode_terms(busy)
         if not lits:
             return cp_model.LinearExpr.constant(const)
         return cp_model.LinearExpr.weighted_sum(lits, coefs) + const

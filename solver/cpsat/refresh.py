@@ -38,4 +38,4 @@ def add_refresh(ctx: ModelContext) -> None:
     for g in ctx.problem.groups:
         if not ctx.by_resource.get(g.name):
             continue  # M >= tRFC * floor(M / tREFI) holds for every M when tRFC < tREFI
-        m.add(M >= ctx.refresh_work_expr(g.name) + ref.tRFC * n)
+        m.add(M >= ctx.work_expr(g.name, refresh=True) + ref.tRFC * n)
