@@ -4,29 +4,20 @@ of their own, solver/refresh_points.py). Checked on the command log, independent
 simulator's own check, and against the standard's rule list (sim.stdcheck)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from hwmodel.model import COMMANDS
 from pimsat.instance import Instance
 from pimsat.pipeline import SolveOptions, run
 from sim.stdcheck import check_log
 
-REF = COMMANDS.index("REF")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from refresh_figures import REF, refresh_figures as _refresh_figures  # noqa: E402
+
 TREFI, TRFC = 300, 60
-
-
-def _refresh_figures(log, cycles: int, trefi: int) -> tuple[float, int, int]:
-    """(longest REF interval in tREFI, most pulled in, most owed) over the channels of a log."""
-    gap, pulled, owed = 0.0, 0, 0
-    for ch in np.unique(log["channel"]):
-        c = np.sort(log[(log["channel"] == ch) & (log["command"] == REF)]["cycle"].astype(np.int64))
-        j = np.arange(1, len(c) + 1)
-        gap = max(gap, float(np.diff(np.concatenate([[0], c, [cycles]])).max()) / trefi)
-        if len(c):
-            pulled = max(pulled, int((j - c // trefi).max()))
-            owed = max(owed, int((c // trefi - (j - 1)).max()))
-    return gap, pulled, owed
 
 
 @pytest.mark.parametrize("method", ["naive", "greedy", "cpsat"])
