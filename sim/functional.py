@@ -28,6 +28,7 @@ import numpy as np
 
 from hwmodel.model import Hardware
 from hwmodel.streams import StreamSet
+from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND
 from ir.reference import execute
 from ir.types import round_to
 
@@ -57,18 +58,25 @@ class Machine:
         self.pending: dict[tuple[int, int], tuple] = {}
         self.host: dict[str, HostTensor] = {}
         self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._writers: set[str] | None = None
         self._init_memory(state, inputs)
 
     # ---- set-up -----------------------------------------------------------------------------
     def _init_memory(self, state, inputs) -> None:
         prog = self.program
         pim_flat: dict[str, np.ndarray] = {}
+        self.in_banks = {p.tensor for p in self.ss.placements}
+        # the rows a kv_append of this step writes are not in the memory image: only its WRs fill them
+        appended = {prog.storage(op.inputs[0]): op.attrs["position"] for op in prog.ops if op.kind.value == "kv_append"}
         for p in self.ss.placements:
             if p.tensor not in pim_flat:
                 if p.tensor not in state:
                     raise SimulationError("symbol", f"placement names tensor '{p.tensor}', which is not a weight "
                                           "or kv cache of the program (not in state)")
-                pim_flat[p.tensor] = pim_round(self.hw, np.asarray(state[p.tensor]).reshape(-1))
+                image = np.array(state[p.tensor], copy=True)
+                if p.tensor in appended:
+                    image[:, :, appended[p.tensor]:, :] = 0
+                pim_flat[p.tensor] = pim_round(self.hw, image.reshape(-1))
             self.banks.load(p, pim_flat[p.tensor])
         for name in prog.inputs:
             t = prog.tensors[name]
@@ -78,14 +86,13 @@ class Machine:
                 continue
             base, _, suffix = name.partition("#")
             if suffix == "acc" and base in prog.tensors:
-                self.host[name] = HostTensor(name, prog.tensors[base].shape, "fp32",
-                                             np.zeros(prog.tensors[base].shape, dtype=F32))
+                self.host[name] = HostTensor(name, prog.tensors[base].shape, "fp32", staging=True)
             elif suffix == "host" and base in prog.tensors:
                 t = prog.tensors[base]
                 self.host[name] = HostTensor(name, t.shape, t.dtype.value)
             elif name in prog.tensors:
                 t = prog.tensors[name]
-                if t.resident and name in state:
+                if t.resident and name in state:    # host memory's own copy (e.g. a tied embedding table)
                     self.host[name] = HostTensor(name, t.shape, t.dtype.value, state[name], frozen=True)
                 else:
                     self.host[name] = HostTensor(name, t.shape, t.dtype.value)
@@ -112,12 +119,22 @@ class Machine:
                                   **self._ctx(s, i))
         return t
 
-    def _operand(self, name: str, s: int, i: int, cycle: int) -> HostTensor:
-        """A host op's operand: the host tensor of that name, else the host copy `X#host` that RD
-        commands filled (X the tensor or, for a kv-cache version, its root storage)."""
-        for cand in (name, name + "#host", self.program.storage(name) + "#host"):
-            if cand in self.host:
-                return self.host[cand]
+    def _operand(self, op, k: int, s: int, i: int, cycle: int) -> HostTensor:
+        """Operand k of a host op. The resident operand of a PIM-capable op (a gemv's matrix, an
+        attention's kv cache) that lives in the banks is read from its host copy `X#host` (X the
+        tensor or, for a kv-cache version, its root storage), which only RD commands fill; every
+        other operand from host memory under its own name (activations, norms, biases, an
+        embedding table the host keeps for its gather)."""
+        name = op.inputs[k]
+        if op.kind in PIM_CAPABLE and k == RESIDENT_OPERAND[op.kind]:
+            root = self.program.storage(name)
+            if name in self.in_banks or root in self.in_banks:
+                for cand in (name + "#host", root + "#host"):
+                    if cand in self.host:
+                        return self.host[cand]
+                raise SimulationError("uninitialised", f"host op '{op.name}' reads '{name}', which lives in the "
+                                      f"banks, but the program declares no host copy '{root}#host' for RD commands "
+                                      "to fill", cycle=cycle, **self._ctx(s, i))
         return self._named(name, s, i, cycle)
 
     def _span(self, t: HostTensor, idx, s, i, cycle):
@@ -177,7 +194,9 @@ class Machine:
                                           f"instr {m} read earlier, with no SIG/WAIT ordering that read before "
                                           "this write", cycle=cycle, **self._ctx(s, i))
         if accumulate:
-            if t.init is not None and not t.init[idx].all():
+            if t.staging:                   # starts at 0; read only where some RDACC / HMV added into it
+                t.init[idx] = True
+            elif t.init is not None and not t.init[idx].all():
                 raise SimulationError("uninitialised", f"accumulates into uninitialised elements of host tensor "
                                       f"'{t.name}'", cycle=cycle, **self._ctx(s, i))
             t.value[idx] = round_to(t.dtype, t.value[idx].astype(F32) + np.asarray(values, dtype=F32))
@@ -196,7 +215,23 @@ class Machine:
         return "host" if s == self.C else s
 
     def _later_hint(self, name: str) -> str:
-        return " (missing WAIT?)"
+        if self._writers is None:
+            dst = {OPCODES[o]: f for o, f in (("RD", "dst"), ("RDACC", "dst"))}
+            names = set()
+            for st in self.ss.channels:
+                for x in st:
+                    f = dst.get(OPCODES[x.op])
+                    if f is not None and 0 <= x.get(f) < len(self.ss.symbols):
+                        names.add(self.ss.symbols[x.get(f)])
+            for x in self.ss.host:
+                if x.op in ("HOP", "EPI", "HMV") and 0 <= x.get("op") < len(self.program.ops):
+                    o = self.program.ops[x.get("op")]
+                    names.update(o.outputs)
+                    names.update(n + "#acc" for n in o.outputs if x.op == "HMV")
+            self._writers = names
+        if name in self._writers:
+            return " (an instruction writes it later: missing WAIT?)"
+        return " (no instruction of the program writes it)"
 
     # ---- the replay -------------------------------------------------------------------------
     def run(self) -> None:
@@ -255,8 +290,8 @@ class Machine:
             return self._hmv(op, ins, s, i, time)
         if ins.op == "HOP":
             vals = {}
-            for n in op.inputs:
-                t = self._operand(n, s, i, time)
+            for k, n in enumerate(op.inputs):
+                t = self._operand(op, k, s, i, time)
                 vals[n] = self.read(t, slice(0, t.size), s, i, time).reshape(self.program.tensors[n].shape)
             out = execute(op, self.program, vals)
         else:
@@ -265,7 +300,7 @@ class Machine:
             stag = self.read(st, slice(0, st.size), s, i, time).astype(F32)
             kind = op.kind.value
             if kind == "gemv" and len(op.inputs) == 3:
-                bt = self._operand(op.inputs[2], s, i, time)
+                bt = self._operand(op, 2, s, i, time)
                 bias = self.read(bt, slice(0, bt.size), s, i, time).astype(F32)
                 stag = (stag.reshape(-1, bias.size) + bias).reshape(-1)
             elif kind == "attn_score":
@@ -284,9 +319,9 @@ class Machine:
         b, k = math.prod(shape[:-1]), shape[-1]
         n = self.program.tensors[op.inputs[1]].shape[0]
         row0, rows = ins.get("row0"), ins.get("rows")
-        xt = self._operand(op.inputs[0], s, i, time)
+        xt = self._operand(op, 0, s, i, time)
         x = self.read(xt, slice(0, xt.size), s, i, time).astype(F32).reshape(b, k)
-        wt = self._operand(op.inputs[1], s, i, time)
+        wt = self._operand(op, 1, s, i, time)
         w = self.read(wt, slice(row0 * k, (row0 + rows) * k), s, i, time).astype(F32).reshape(rows, k)
         st = self._named(op.outputs[0] + "#acc", s, i, time)
         idx = (np.arange(b)[:, None] * n + row0 + np.arange(rows)[None, :]).reshape(-1)

@@ -147,6 +147,8 @@ class HostTensor:
     """A host tensor, flattened, in its storage dtype (staging `X#acc` tensors are fp32).
 
     init     None (every element initialised) or a bool per element.
+    staging  an fp32 staging tensor `X#acc`: starts at 0, an accumulate (RDACC, HMV) initialises
+             the elements it adds into; a read of an element nothing added into is an error.
     frozen   program inputs and host copies of state: never written.
     contrib  stream -> per element, the last instruction of that stream whose write (or RDACC
              accumulate) the current value contains (-1: none).
@@ -157,8 +159,8 @@ class HostTensor:
     """
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: str, value: np.ndarray | None = None,
-                 frozen: bool = False):
-        self.name, self.shape, self.dtype, self.frozen = name, tuple(shape), dtype, frozen
+                 frozen: bool = False, staging: bool = False):
+        self.name, self.shape, self.dtype, self.frozen, self.staging = name, tuple(shape), dtype, frozen, staging
         size = int(np.prod(shape)) if shape else 1
         if value is None:
             self.value = np.zeros(size, dtype=to_numpy_dtype(dtype))

@@ -24,6 +24,7 @@ from functools import partial
 from hwmodel.isa import ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
+from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND
 from sim.encode import encode_stream
 from sim.host import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
 
@@ -212,7 +213,9 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
     host_ops = [o for j in problem.jobs for r in chosen[j.name].payload.roles.values()
                 for o in ((r[1],) if r[0] == "HOP" else r[1] if r[0] == "HOPS" else ())]
-    host_reads = {n for o in host_ops for n in program.op(o).inputs}
+    # (a host GEMV or attention reads its bank-resident matrix through RD into X#host, not from host memory)
+    host_reads = {n for o in host_ops for k, n in enumerate(program.op(o).inputs)
+                  if not (program.op(o).kind in PIM_CAPABLE and k == RESIDENT_OPERAND[program.op(o).kind])}
     for t in program.tensors.values():
         if t.role.value != "kv_cache" and (t.name not in in_banks or t.name in host_reads):
             sym.id(t.name)  # (a tied embedding table is gathered by the host and streamed by PIM)
