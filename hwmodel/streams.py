@@ -134,3 +134,34 @@ class LazyStream(Sequence):
             raise IndexError("stream index out of range")
         k = bisect_right(self._offsets, i) - 1
         return self._part(k)[i - self._offsets[k]]
+
+
+
+class ProgramDigest:
+    """sha256 of what the hardware runs: ISA version, symbols, placements, then every stream's
+    binary encoding (channels in order, then host), fed one stream at a time with `add`."""
+
+    def __init__(self, ss: StreamSet):
+        import hashlib
+        import json
+        from dataclasses import astuple
+
+        self._h = hashlib.sha256()
+        self._h.update(json.dumps([ss.isa_version, list(ss.symbols), [list(astuple(p)) for p in ss.placements]],
+                                  separators=(",", ":")).encode())
+
+    def add(self, encoded_stream: bytes) -> None:
+        self._h.update(len(encoded_stream).to_bytes(8, "little"))
+        self._h.update(encoded_stream)
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
+def program_digest(ss: StreamSet) -> str:
+    from .isa_codec import encode_stream
+
+    d = ProgramDigest(ss)
+    for stream in [*ss.channels, ss.host]:
+        d.add(encode_stream(stream))
+    return d.hexdigest()

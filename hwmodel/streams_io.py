@@ -20,7 +20,7 @@ from .atomic import write_dir_atomically  # noqa: F401  (re-exported)
 from .isa import ISA_VERSION, Instruction
 from .isa_asm import format_stream, parse_stream
 from .isa_codec import decode_stream, encode_stream
-from .streams import Placement, StreamSet
+from .streams import Placement, ProgramDigest, StreamSet
 
 MANIFEST = "manifest.json"
 FORMAT = "pimsat-streams"
@@ -72,11 +72,16 @@ def _build(ss: StreamSet, tmp: Path, extra: dict[str, Any]) -> None:
     n = len(ss.channels)
     entries = []
     named = [(channel_stem(i, n), s, f"channel {i}") for i, s in enumerate(ss.channels)]
+    digest = ProgramDigest(ss)
     for stem, stream, label in [*named, ("host", ss.host, "host")]:
         header = f"pimsat ISA {ss.isa_version} -- {ss.hardware} -- {label} stream, {len(stream)} instructions"
         _write_file(tmp / f"{stem}.s", format_stream(stream, header=header))
-        _write_file(tmp / f"{stem}.bin", encode_stream(stream))
+        data = encode_stream(stream)
+        digest.add(data)
+        _write_file(tmp / f"{stem}.bin", data)
+        del data
         entries.append({"asm": f"{stem}.s", "bin": f"{stem}.bin", "instructions": len(stream)})
+    extra = {"program_sha256": digest.hexdigest(), **extra}
     manifest: dict[str, Any] = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "hardware": ss.hardware, "isa_version": ss.isa_version, "symbols": list(ss.symbols),

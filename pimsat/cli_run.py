@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from .cli import DEFAULT_INSTANCE, UserError, _guard, console, main
+from .cli import DEFAULT_INSTANCE, CompilerError, UserError, _guard, console, main
 from .instance import instance_files, load_instance
 
 METHODS = ("naive", "greedy", "cpsat")
@@ -246,13 +246,15 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         write_vcd(vcd, res.log, hw)
     summary = res.summary()
     n_cmds = int(sum(summary["commands"].values()))
+    compiled = _against_compiled(streams, manifest, int(res.cycles), bool(preset or sets))
     out = {"cycles": int(res.cycles), "time_us": round(res.cycles * hw.timing.tCK_ns / 1000, 3),
            "dram_commands": n_cmds, "wall_seconds": round(wall, 3),
            "commands_per_second": round(n_cmds / wall) if wall > 0 else None,
            "utilization": float(res.utilization), "row_hits": summary["row_hits"],
            "row_misses": summary["row_misses"], "outputs_match": match, "max_abs_error": err,
            "violations": summary["violations"], "command_counts": summary["commands"],
-           "stall_cycles": {k: int(v) for k, v in sorted(summary["stalls"].items(), key=lambda kv: -kv[1]) if v}}
+           "stall_cycles": {k: int(v) for k, v in sorted(summary["stalls"].items(), key=lambda kv: -kv[1]) if v},
+           **compiled}
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
@@ -262,8 +264,31 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
                 v = ", ".join(f"{a} {b:,}" for a, b in list(v.items())[:8]) or "—"
             t.add_row(k.replace("_", " "), _cell(v, k))
         console.print(t)
+    if compiled.get("compiled_cycles") is not None and compiled["cycles_vs_compiled"] != 0:
+        d = compiled["cycles_vs_compiled"]
+        why = ("the program was changed since it was compiled" if compiled["program_modified"]
+               else "the hardware was overridden" if preset or sets else "the same program on the same hardware")
+        click.echo(f"pimsat: {abs(d):,} cycles {'slower' if d > 0 else 'faster'} than compiled "
+                   f"({compiled['compiled_cycles']:,}): {why}", err=True)
+        if not compiled["program_modified"] and not (preset or sets):
+            raise CompilerError(f"simulated {int(res.cycles):,} cycles, the compiler predicted "
+                                f"{compiled['compiled_cycles']:,} for this unmodified program")
     if match is False:
         raise UserError("simulated outputs differ from the reference")
+
+
+def _against_compiled(streams, manifest: dict, cycles: int, overridden: bool) -> dict:
+    """What the manifest says was compiled, against what was simulated: the program's digest
+    (changed since?) and the predicted cycles (slower / faster?)."""
+    from hwmodel.streams import program_digest
+
+    recorded = manifest.get("program_sha256")
+    modified = None if not isinstance(recorded, str) else program_digest(streams) != recorded
+    comp = manifest.get("compiled")
+    predicted = comp.get("predicted_cycles") if isinstance(comp, dict) else None
+    if not isinstance(predicted, int) or isinstance(predicted, bool):
+        return {"program_modified": modified}
+    return {"program_modified": modified, "compiled_cycles": predicted, "cycles_vs_compiled": cycles - predicted}
 
 
 @main.command()

@@ -38,7 +38,9 @@ def write_outputs(r: RunResult, report: dict[str, Any], out: str | Path, trace: 
         (tmp / "schedule.json").write_text(json.dumps(schedule_dict(r), indent=2) + "\n")
         write_streams(r.compiled.streams, tmp / "streams",
                       {"instance": r.instance.model_dump(), "program": json.loads(r.program.to_json()),
-                       "hardware_spec": r.hardware.spec(), "seed": r.instance.seed})
+                       "hardware_spec": r.hardware.spec(), "seed": r.instance.seed,
+                       # what the compiler promised: `pimsat simulate` reports a program that runs otherwise
+                       "compiled": {"method": r.solution.method, "predicted_cycles": r.compiled.predicted_cycles}})
         if trace and getattr(r.sim, "log", None) is not None:
             from sim.traces import write_chrome_trace
 

@@ -17,7 +17,7 @@ from hwmodel.isa import Instruction
 from hwmodel.model import COMMANDS, Hardware
 
 from . import channel as K
-from .encode import C_N, C_OP, C_SYM, SignalMap, encode_stream
+from .encode import C_N, C_OP, C_STAMP, C_SYM, OP_SIG, OP_WAIT, SignalMap, encode_stream
 from .errors import SimulationError
 from .host import HostRunner
 from .result import LOG_DTYPE
@@ -142,6 +142,7 @@ class _Feed:
             part = self.stream if whole else self.stream[start:start + self.slice_len]  # (a LazyStream slice: built now)
             t = encode_stream(self.hw, part)
         t = self.signals.densify(t)
+        refuse_sync_stamps(t, self.stream, self.ch, start)
         if self.n_symbols is not None:
             bad = np.flatnonzero(t[:, C_SYM] >= self.n_symbols)
             if len(bad):
@@ -167,6 +168,17 @@ class _Feed:
         return True
 
 
+def refuse_sync_stamps(table: np.ndarray, stream, ch, start: int) -> None:
+    """SIG and WAIT act when the stream reaches them: an issue stamp on one would be ignored."""
+    bad = np.flatnonzero(np.isin(table[:, C_OP], (OP_SIG, OP_WAIT)) & (table[:, C_STAMP] >= 0))
+    if len(bad):
+        i = int(bad[0])
+        ins = stream[start + i]
+        raise SimulationError("stream", f"{ins.op} carries an issue stamp @{int(table[i, C_STAMP])}; SIG and WAIT "
+                              "take effect when the stream reaches them and take no stamp", stream=ch,
+                              instr=start + i, instruction=ins)
+
+
 def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instruction], program,
                record: bool, n_symbols: int | None = None, streamed: bool = False, progress=None) -> Timed:
     """n_symbols: check src/dst symbol indices against it (None: not checked). streamed: feed the
@@ -185,6 +197,7 @@ def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instr
     t0 = time.perf_counter()
     signals = SignalMap()
     host_table = signals.densify(encode_stream(hw, host))
+    refuse_sync_stamps(host_table, host, "host", 0)
     feeds = [_Feed(hw, s, signals, SLICE if streamed else len(s), n_symbols, c) for c, s in enumerate(channels)]
     t1 = time.perf_counter()
     # the command log: one array, channel after channel, each channel's rows in issue order

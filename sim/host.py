@@ -152,6 +152,13 @@ class HostRunner:
                                   f"{n} rows", stream="host", instr=i, instruction=ins)
         return host_mv_cycles(self.hw, self.program, op_index, rows)
 
+    def _chained_to(self, i: int) -> str | None:
+        """The op of the nearest host instruction before i that is not a SIG or WAIT."""
+        for j in range(i - 1, -1, -1):
+            if self.stream[j].op not in ("SIG", "WAIT"):
+                return self.stream[j].op
+        return None
+
     def run(self, sig: np.ndarray) -> bool:
         """Advance until the end (True) or a WAIT on an unset signal (False, self.block)."""
         t = self.table
@@ -175,9 +182,10 @@ class HostRunner:
                 self.issue[i] = self.lastc[i] = self.done[i] = rel
             elif op in (OP_HOP, OP_EPI, OP_HMV):
                 name = self.stream[i].op
-                if op != OP_EPI and self.stream[i].get("chain") == 1 and (i == 0 or self.stream[i - 1].op != name):
-                    raise SimulationError("stream", f"{name} chain=1 must directly follow a {name} (it continues that "
-                                          "kernel launch)", stream="host", instr=i, instruction=self.stream[i])
+                if self.stream[i].get("chain") == 1 and self._chained_to(i) != name:
+                    raise SimulationError("stream", f"{name} chain=1 must follow a {name} (it continues that kernel "
+                                          "launch; only SIG/WAIT may come between)", stream="host", instr=i,
+                                          instruction=self.stream[i])
                 dur = self._duration(op, arg, i)
                 earliest = max(self.free, self.wait)
                 if stamp >= 0:

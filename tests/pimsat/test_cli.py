@@ -104,6 +104,32 @@ def test_simulate_rejects_a_tampered_program_precisely(tmp_path):
     assert r.output.count("\n") == 1 and "cycle" in r.output and "MAC" in r.output
 
 
+def test_simulate_reports_a_program_slower_than_compiled(tmp_path):
+    """The manifest records the compiled program's digest and predicted cycles: simulate says
+    whether the program changed since, and by how many cycles it runs slower or faster."""
+    import re
+
+    out = tmp_path / "run"
+    assert invoke("solve", GEMV, "--out", out, "--method", "greedy").exit_code == 0
+    rep = json.loads((out / "report.json").read_text())
+    same = json.loads(invoke("simulate", out / "streams", "--json").output)
+    assert same["program_modified"] is False and same["compiled_cycles"] == rep["simulated_cycles"]
+    assert same["cycles_vs_compiled"] == 0
+    asm = out / "streams" / "host.s"
+    text = asm.read_text()
+    last = list(re.finditer(r"^@(\d+) (HOP|EPI)", text, re.M))[-1]   # the last host op, 7 cycles later
+    asm.write_text(text[: last.start(1)] + str(int(last.group(1)) + 7) + text[last.end(1):])
+    (out / "streams" / "host.bin").unlink()
+    r = CliRunner().invoke(main, ["simulate", str(out / "streams"), "--json"], catch_exceptions=False)
+    assert r.exit_code == 0
+    lines = r.output.splitlines()
+    note = [x for x in lines if x.startswith("pimsat:")]
+    slow = json.loads("\n".join(x for x in lines if not x.startswith("pimsat:")))
+    assert slow["program_modified"] is True and slow["cycles_vs_compiled"] == 7
+    assert note == [f"pimsat: 7 cycles slower than compiled ({rep['simulated_cycles']:,}): the program was changed "
+                    "since it was compiled"]
+
+
 def test_more_error_paths_are_one_line(tmp_path):
     # --out never wipes a directory that is not a previous pimsat output
     keep = tmp_path / "precious"

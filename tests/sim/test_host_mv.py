@@ -75,7 +75,13 @@ def test_host_unit_busy_boundary(fpga):
 @pytest.mark.parametrize("host, kind, text", [
     ([make("HMV", op=0, row0=2, rows=3)], "symbol", "outside its 4 rows"),
     ([make("HMV", op=0, row0=0, rows=0)], "symbol", "outside its 4 rows"),
-    ([make("HOP", op=0), make("HMV", op=0, row0=0, rows=1, chain=1)], "stream", "HMV chain=1 must directly follow"),
+    ([make("HOP", op=0), make("HMV", op=0, row0=0, rows=1, chain=1)], "stream", "HMV chain=1 must follow a HMV"),
+    # an epilogue chained to nothing would skip the launch cost (the audit found it 20 cycles faster)
+    ([make("WAIT", id=0), make("EPI", op=0, chain=1)], "stream", "EPI chain=1 must follow a EPI"),
+    ([make("HMV", op=0, row0=0, rows=4), make("EPI", op=0, chain=1)], "stream", "EPI chain=1 must follow a EPI"),
+    # SIG / WAIT act when reached: a stamp on one would be silently ignored
+    ([make("WAIT", id=0, cycle=5)], "stream", "WAIT carries an issue stamp @5"),
+    ([make("WAIT", id=0), make("SIG", id=1, cycle=0)], "stream", "SIG carries an issue stamp @0"),
 ])
 def test_malformed(fpga, host, kind, text):
     with pytest.raises(SimulationError) as e:
@@ -95,3 +101,13 @@ def test_host_cannot_be_a_channel_instruction(fpga):
     with pytest.raises(SimulationError) as e:
         simulate(fpga, streams(fpga, [make("HMV", op=0, row0=0, rows=1)], []), gemv_program(N, K), functional=False)
     assert e.value.kind == "stream"
+
+
+def test_a_stamped_sig_in_a_channel_stream_is_refused(fpga):
+    prog = norm_gemv_program("fp16", 16)
+    ok = streams(fpga, [make("SIG", id=0)], [], host=[make("WAIT", id=0)])
+    simulate(fpga, ok, prog, functional=False)
+    bad = streams(fpga, [make("SIG", id=0, cycle=3)], [], host=[make("WAIT", id=0)])
+    with pytest.raises(SimulationError) as e:
+        simulate(fpga, bad, prog, functional=False)
+    assert e.value.kind == "stream" and e.value.stream == 0 and "SIG carries an issue stamp @3" in str(e.value)
