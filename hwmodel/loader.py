@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from .model import DERIVED_PARAMS, Hardware, link_burst_cycles
+from .readers import check_size, load_file
 
 PRESET_DIR = Path(str(resources.files("hwmodel") / "presets"))
 _TABLE_FILE = "_timing_table.yaml"
@@ -32,16 +33,9 @@ def family_timing_table() -> list[dict[str, Any]]:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise HardwareError(f"{path}: cannot read: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise HardwareError(f"{path}:{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    data = load_file(path, HardwareError, kind="yaml")
     if not isinstance(data, dict):
-        raise HardwareError(f"{path}: top level must be a mapping")
+        raise HardwareError(f"{path}: (top level): must be a mapping, not {type(data).__name__}")
     return data
 
 
@@ -57,41 +51,54 @@ def resolve_source(name_or_path: str) -> Path:
     return candidate
 
 
-def _parse_value(key: str, text: str) -> Any:
+def _parse_value(label: str, text: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise HardwareError(f"--set {key}: cannot parse value {text!r}: {getattr(e, 'problem', e)}") from None
+        raise HardwareError(f"{label}: cannot parse value {text!r}: {getattr(e, 'problem', e)}") from None
+    except RecursionError:
+        raise HardwareError(f"{label}: value nested too deeply") from None
+    check_size(value, label, HardwareError)
+    return value
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> dict[str, Any]:
-    """`pim.lanes=32`, `organization.channels=8`, `timing.params.tRCDRD=20`."""
+def _labels(overrides: list[str], labels: list[str] | None) -> list[str]:
+    return list(labels) if labels is not None else [f"--set {item}" for item in overrides]
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str], source: str,
+                    labels: list[str] | None = None) -> dict[str, Any]:
+    """`pim.lanes=32`, `organization.channels=8`, `timing.params.tRCDRD=20`. `labels`: what to
+    blame for each override in a message (default `--set ITEM`)."""
     data = copy.deepcopy(data)
-    for item in overrides:
+    for item, label in zip(overrides, _labels(overrides, labels), strict=True):
         if "=" not in item:
-            raise HardwareError(f"--set {item}: expected KEY=VALUE, e.g. pim.lanes=32")
+            raise HardwareError(f"{label}: expected KEY=VALUE, e.g. pim.lanes=32")
         key, text = item.split("=", 1)
         parts = key.strip().split(".")
         node = data
         for depth, part in enumerate(parts[:-1]):
             if not isinstance(node, dict) or part not in node:
-                raise HardwareError(
-                    f"--set {key}: {source} has no field {'.'.join(parts[: depth + 1])}"
-                )
+                field = ".".join(parts[: depth + 1])
+                raise HardwareError(f"{label}: {field}: {source} has no field {field}")
             node = node[part]
         leaf = parts[-1]
         if not isinstance(node, dict) or leaf not in node:
             known = f" (known: {', '.join(sorted(node))})" if isinstance(node, dict) and len(node) < 40 else ""
-            raise HardwareError(f"--set {key}: {source} has no field {key}{known}")
-        node[leaf] = _parse_value(key, text)
+            raise HardwareError(f"{label}: {key}: {source} has no field {key}{known}")
+        node[leaf] = _parse_value(label, text)
     return data
 
 
-def _format_validation(source: str, err: ValidationError) -> str:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+def one_line(source: str, err: ValidationError, prefix: str = "") -> str:
+    """A pydantic ValidationError as `source: prefix.loc.path: message (and N more)`."""
+    errors = err.errors()
+    first = errors[0]
+    field = ".".join([prefix] * bool(prefix) + [str(p) for p in first["loc"]]) or "(top level)"
     msg = first["msg"].removeprefix("Value error, ")
-    return f"{source}: {field}: {msg}"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{source}: {field}: {msg}{more}"
+
 
 
 def _add_derived_params(data: dict[str, Any], source: str) -> None:
@@ -122,12 +129,28 @@ def hardware_from_dict(data: dict[str, Any], source: str = "<hardware>") -> Hard
     try:
         return Hardware.model_validate(data)
     except ValidationError as e:
-        raise HardwareError(_format_validation(source, e)) from None
+        raise HardwareError(one_line(source, e)) from None
 
 
-def load_hardware(name_or_path: str = "hbm2-pim", overrides: list[str] | tuple[str, ...] = ()) -> Hardware:
+def load_hardware(name_or_path: str = "hbm2-pim", overrides: list[str] | tuple[str, ...] = (),
+                  labels: list[str] | None = None) -> Hardware:
+    """A preset or YAML file with `overrides`; a failure that an override causes is blamed on
+    it (its label, default `--set ITEM`), not on the file."""
     path = resolve_source(name_or_path)
     data = _read_yaml(path)
     source = str(path)
-    data = apply_overrides(data, list(overrides), source)
-    return hardware_from_dict(data, source)
+    overrides, labels = list(overrides), _labels(list(overrides), labels)
+    try:
+        return hardware_from_dict(apply_overrides(data, overrides, source, labels), source)
+    except HardwareError as e:
+        if not overrides or not str(e).startswith(f"{source}:"):
+            raise
+        # the first prefix of the overrides that fails names the culprit
+        for n in range(len(overrides) + 1):
+            try:
+                hardware_from_dict(apply_overrides(data, overrides[:n], source, labels[:n]), source)
+            except HardwareError as first:
+                if n == 0:
+                    raise first from None
+                raise HardwareError(f"{labels[n - 1]}: {str(first).removeprefix(source + ': ')}") from None
+        raise

@@ -221,6 +221,18 @@ class Hardware(_Strict):
     host: Host
     timing: Timing
 
+    @field_validator("isa_version")
+    @classmethod
+    def _implemented_isa(cls, v: str) -> str:
+        from .isa import ISA_VERSION
+
+        ours = tuple(int(x) for x in ISA_VERSION.split("."))
+        m = re.fullmatch(r"(\d+)\.(\d+)", v)
+        if not m or int(m[1]) != ours[0] or int(m[2]) > ours[1]:
+            raise ValueError(f"ISA {v} is not implemented by this pimsat (it implements "
+                             f"{ours[0]}.0 to {ISA_VERSION})")
+        return v
+
     @model_validator(mode="after")
     def _consistent(self) -> "Hardware":
         org, pim = self.organization, self.pim

@@ -16,10 +16,13 @@ from dataclasses import astuple, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .atomic import write_dir_atomically  # noqa: F401  (re-exported)
 from .isa import ISA_VERSION, Instruction
 from .isa_asm import format_stream, parse_stream
-from .isa_codec import decode_stream, encode_stream
+from .isa_codec import HEADER_BYTES, RECORD_DTYPE, UNSTAMPED, decode_stream, encode_stream, read_header
+from .readers import parse_json, read_text
 from .streams import Placement, ProgramDigest, StreamSet
 
 MANIFEST = "manifest.json"
@@ -111,27 +114,79 @@ def write_streams(ss: StreamSet, out_dir: str | Path, extra_manifest: dict[str, 
 
 
 # --- reading -----------------------------------------------------------------------------
+#: Highest issue stamp read: the simulator's clocks are 64-bit, so a stamp near 2^64 would wrap.
+MAX_STAMP = (1 << 62) - 1
+
+
+def _bad(path: Path, field: str, want: str, got: Any) -> StreamsError:
+    shown = repr(got) if len(repr(got)) < 40 else f"a {type(got).__name__}"
+    return StreamsError(f"{path}: {field}: must be {want}, got {shown}")
+
+
+def _is_int(v: Any, lo: int = 0) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+
+
+def _check_entry(path: Path, field: str, e: Any) -> None:
+    if not isinstance(e, dict):
+        raise _bad(path, field, "an object with asm, bin and instructions", e)
+    for key in ("asm", "bin"):
+        name = e.get(key)
+        if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise _bad(path, f"{field}.{key}", "a file name in the stream folder", name)
+    if not _is_int(e.get("instructions")):
+        raise _bad(path, f"{field}.instructions", "a whole number >= 0", e.get("instructions"))
+
+
+def _check_manifest(path: Path, m: dict[str, Any]) -> None:
+    """The type of every field the reader and `pimsat simulate` use: one line naming the field."""
+    for key in ("hardware", "isa_version"):
+        if not isinstance(m[key], str):
+            raise _bad(path, key, "a string", m[key])
+    if not isinstance(m["symbols"], list) or not all(isinstance(x, str) for x in m["symbols"]):
+        raise _bad(path, "symbols", "a list of strings", m["symbols"])
+    if not _is_int(m["channels"]):
+        raise _bad(path, "channels", "a whole number >= 0", m["channels"])
+    files = m["files"]
+    if not isinstance(files, dict) or not isinstance(files.get("channels"), list) or "host" not in files:
+        raise _bad(path, "files", "an object with a channels list and a host entry", files)
+    if len(files["channels"]) != m["channels"]:
+        raise StreamsError(f"{path}: files.channels: {len(files['channels'])} entries, channels says {m['channels']}")
+    for i, e in enumerate(files["channels"]):
+        _check_entry(path, f"files.channels[{i}]", e)
+    _check_entry(path, "files.host", files["host"])
+    order = m["placement_fields"]
+    if not isinstance(order, list) or sorted(map(str, order)) != sorted(PLACEMENT_FIELDS) or len(set(order)) != len(
+            order):
+        raise _bad(path, "placement_fields", f"the fields {', '.join(PLACEMENT_FIELDS)}", order)
+    if not isinstance(m["placements"], list):
+        raise _bad(path, "placements", "a list", m["placements"])
+    for i, p in enumerate(m["placements"]):
+        if not isinstance(p, list) or len(p) != len(order):
+            raise _bad(path, f"placements[{i}]", f"a list of {len(order)} values", p)
+
+
 def _load_manifest(d: Path) -> dict[str, Any]:
     path = d / MANIFEST
-    try:
-        m = json.loads(path.read_text())
-    except OSError as e:
-        raise StreamsError(f"{path}: cannot read: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise StreamsError(f"{path}: line {e.lineno}: not valid JSON: {e.msg}") from None
+    m = parse_json(read_text(path, StreamsError), str(path), StreamsError)  # no size limit: no aliases in JSON
     if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise StreamsError(f"{path}: not a pimsat stream manifest (format must be {FORMAT!r})")
+        raise StreamsError(f"{path}: format: not a pimsat stream manifest (format must be {FORMAT!r})")
     if m.get("format_version") != FORMAT_VERSION:
-        raise StreamsError(f"{path}: format_version {m.get('format_version')!r}, expected {FORMAT_VERSION}")
+        raise StreamsError(f"{path}: format_version: {m.get('format_version')!r}, expected {FORMAT_VERSION}")
     for key in _RESERVED:
         if key not in m:
-            raise StreamsError(f"{path}: missing key {key!r}")
-    if str(m["isa_version"]).split(".")[0] != ISA_VERSION.split(".")[0]:
-        raise StreamsError(f"{path}: isa_version {m['isa_version']}; this build reads {ISA_VERSION}")
-    files = m["files"]
-    if not isinstance(files, dict) or len(files.get("channels", ())) != m["channels"] or "host" not in files:
-        raise StreamsError(f"{path}: files must list {m['channels']} channel entries and a host entry")
+            raise StreamsError(f"{path}: {key}: missing")
+    _check_manifest(path, m)
+    if m["isa_version"].split(".")[0] != ISA_VERSION.split(".")[0]:
+        raise StreamsError(f"{path}: isa_version: {m['isa_version']}; this build reads {ISA_VERSION}")
     return m
+
+
+def _check_stamps(path: Path, stream: list[Instruction]) -> None:
+    for k, ins in enumerate(stream):
+        if ins.cycle is not None and ins.cycle > MAX_STAMP:
+            raise StreamsError(f"{path}: instruction {k}: cycle stamp {ins.cycle} beyond {MAX_STAMP} "
+                               "(the simulator's 64-bit clock)")
 
 
 def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> list[Instruction]:
@@ -142,11 +197,20 @@ def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> list[Instruction]
     path = bin_path if bin_path.exists() else asm_path
     try:
         if path is bin_path:
-            stream = decode_stream(bin_path.read_bytes())
+            data = bin_path.read_bytes()
+            stamps = _stamps(data)
+            if stamps is not None and stamps.size and int(stamps.max()) > MAX_STAMP:
+                k = int((stamps > MAX_STAMP).argmax())
+                raise StreamsError(f"{path}: instruction {k}: cycle stamp {int(stamps[k])} beyond {MAX_STAMP} "
+                                   "(the simulator's 64-bit clock)")
+            stream = decode_stream(data)
         else:
-            stream = parse_stream(asm_path.read_text(), source=str(asm_path))
+            stream = parse_stream(read_text(asm_path, StreamsError), source=str(asm_path))
+            _check_stamps(path, stream)
     except OSError as e:
         raise StreamsError(f"{path}: cannot read: {e.strerror}") from None
+    except StreamsError:
+        raise
     except ValueError as e:
         msg = str(e)
         raise StreamsError(msg if msg.startswith(str(path)) else f"{path}: {msg}") from None
@@ -156,6 +220,17 @@ def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> list[Instruction]
         if ins.spec.stream not in _ALLOWED[kind]:
             raise StreamsError(f"{path}: instruction {k}: {ins.op} is a {ins.spec.stream}-stream instruction")
     return stream
+
+
+def _stamps(data: bytes):
+    """The stamped issue cycles of an encoded stream (None if its header is malformed: the
+    decoder reports that)."""
+    try:
+        _, _, count = read_header(data)
+    except ValueError:
+        return None
+    cycles = np.frombuffer(data, dtype=RECORD_DTYPE, count=count, offset=HEADER_BYTES)["cycle"]
+    return cycles[cycles != UNSTAMPED]
 
 
 def read_streams(in_dir: str | Path) -> tuple[StreamSet, dict[str, Any]]:

@@ -53,16 +53,15 @@ class ModelConfig(BaseModel):
 
     @model_validator(mode="after")
     def _defaults(self) -> ModelConfig:
+        for f in _DIMENSIONS:  # before any division by them
+            if getattr(self, f) is not None and getattr(self, f) < 1:
+                raise ValueError(f"{f}: must be >= 1, got {getattr(self, f)}")
         if self.num_key_value_heads is None:
             object.__setattr__(self, "num_key_value_heads", self.num_attention_heads)
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ValueError(f"hidden_size {self.hidden_size} not divisible by heads {self.num_attention_heads}")
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
-        for f in ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-                  "head_dim", "num_hidden_layers", "vocab_size", "max_position_embeddings"):
-            if getattr(self, f) < 1:
-                raise ValueError(f"{f}: must be >= 1, got {getattr(self, f)}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(f"num_attention_heads {self.num_attention_heads} is not a multiple of "
                              f"num_key_value_heads {self.num_key_value_heads}")
@@ -124,6 +123,38 @@ class ModelConfig(BaseModel):
         return 2 * n * batch * context * self.kv_size * itemsize(self.dtype)
 
 
+_DIMENSIONS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+               "num_hidden_layers", "vocab_size", "max_position_embeddings", "sliding_window")
+
+#: ``model_type`` values of config.json that are understood, and the structure they map to
+#: (a config without one is read as llama).
+MODEL_TYPES = {"gpt2": "gpt2", "opt": "opt", "llama": "llama", "mistral": "llama"}
+
+#: Integer dimensions (>= 1) of each structure's config.json: required, then optional.
+_HF_DIMENSIONS = {
+    "gpt2": (("n_embd", "n_layer", "n_head", "vocab_size"), ("n_inner", "n_positions")),
+    "opt": (("hidden_size", "ffn_dim", "num_attention_heads", "num_hidden_layers", "vocab_size"),
+            ("max_position_embeddings",)),
+    "llama": (("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size"),
+              ("num_key_value_heads", "head_dim", "max_position_embeddings", "sliding_window")),
+}
+
+
+def _check_dimensions(cfg: Mapping[str, Any], style: str) -> None:
+    """Every dimension config.json gives is a whole number >= 1, named as config.json names it."""
+    required, optional = _HF_DIMENSIONS[style]
+    for key in required + optional:
+        if key not in cfg or (key in optional and cfg[key] is None):
+            if key in required:
+                raise IRError(f"config: {key}: missing")
+            continue
+        v = cfg[key]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise IRError(f"config: {key}: must be a whole number, got {v!r}")
+        if v < 1:
+            raise IRError(f"config: {key}: must be >= 1, got {v}")
+
+
 _TORCH_DTYPES = {"float16": DType.fp16, "bfloat16": DType.bf16, "float32": DType.fp32}
 
 
@@ -151,6 +182,9 @@ def from_hf_config(cfg: Mapping[str, Any], name: str | None = None, dtype: DType
     ``rope_scaling``) raise :class:`IRError`.
     """
     mt = cfg.get("model_type", "llama")
+    if mt not in MODEL_TYPES:
+        raise IRError(f"config: model_type: {mt!r} is not supported (supported: {', '.join(MODEL_TYPES)})")
+    _check_dimensions(cfg, MODEL_TYPES[mt])
     common: dict[str, Any] = {"name": name or cfg.get("_name_or_path") or mt,
                               "dtype": DType(dtype) if dtype else _dtype(cfg)}
     if mt == "gpt2":

@@ -12,6 +12,7 @@ from rich.table import Table
 from hwmodel import HardwareError, load_hardware, preset_names
 
 from .instance import InstanceError, instance_files, load_instance
+from .options import PimsatGroup
 from .sizes import format_bytes, resident_bytes
 
 # Wide tables stay readable when the output is a file or a CI log (no terminal to measure).
@@ -42,8 +43,9 @@ def _guard(fn):
             return fn(*args, **kwargs)
         except (InstanceError, HardwareError, IRError, StreamsError, OutputError) as e:
             raise UserError(str(e)) from None
-        except OSError as e:
-            raise UserError(f"{e.filename or ''}: {e.strerror}") from None
+        except OSError as e:  # every OS error names its path (write_dir_atomically attaches it)
+            where = e.filename if e.filename not in (None, "") else None
+            raise UserError(f"{where}: {e.strerror or e}" if where else str(e)) from None
         except _infeasible_types() as e:
             raise UserError(f"infeasible: {e}") from None
         except _verification_types() as e:
@@ -77,7 +79,7 @@ def _verification_types():
     return (VerificationError,)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=PimsatGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="pimsat")
 def main() -> None:
     """pimsat — compile LLM decode steps for processing-in-memory DRAM with CP-SAT,

@@ -13,8 +13,10 @@ from rich.table import Table
 
 from .cli import DEFAULT_INSTANCE, CompilerError, UserError, _guard, console, main
 from .instance import instance_files, load_instance
+from .options import DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
 
 METHODS = ("naive", "greedy", "cpsat")
+TIERS = tuple(sorted(p.name for p in (Path(__file__).resolve().parent.parent / "instances").iterdir() if p.is_dir()))
 
 
 class LiveProgress:
@@ -77,15 +79,15 @@ def _solve_options(method, time_limit, workers, seed, groups, timing_only, deter
 def _solver_flags(fn):
     fn = click.option("--hw", "preset", default=None, help="Hardware preset or YAML file (default: the instance's).")(fn)
     fn = click.option("--set", "sets", multiple=True, help="Hardware override KEY=VALUE.")(fn)
-    fn = click.option("--time-limit", type=click.FloatRange(min=0.0, min_open=True), default=30.0, show_default=True,
+    fn = click.option("--time-limit", type=TIME_LIMIT, default=30.0, show_default=True,
                       help="CP-SAT wall-clock limit (s).")(fn)
-    fn = click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
+    fn = click.option("--workers", type=WORKERS, default=2, show_default=True,
                       help="CP-SAT workers (interleaved deterministically).")(fn)
-    fn = click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")(fn)
+    fn = click.option("--seed", type=SEED, default=0, show_default=True, help="CP-SAT random seed (int32).")(fn)
     fn = click.option("--groups", type=click.IntRange(min=1), default=4, show_default=True,
                       help="Channel groups (identical channels scheduled in lockstep).")(fn)
     fn = click.option("--timing-only", is_flag=True, help="Simulate timing only (no values).")(fn)
-    fn = click.option("--deterministic-time", type=float, default=None,
+    fn = click.option("--deterministic-time", type=DETERMINISTIC_TIME, default=None,
                       help="CP-SAT deterministic-time budget: the same bytes on every run even when the search "
                            "is cut off (the wall-clock --time-limit still applies).")(fn)
     return fn
@@ -94,7 +96,7 @@ def _solver_flags(fn):
 @main.command()
 @click.argument("instance", type=click.Path(), default=str(DEFAULT_INSTANCE))
 @click.option("--method", type=click.Choice(METHODS), default="cpsat", show_default=True)
-@click.option("--out", "out", type=click.Path(), default=None, help="Write report.json, streams/, schedule.json, trace.json.")
+@click.option("--out", "out", type=click.Path(), default=None, callback=nonempty, help="Write report.json, streams/, schedule.json, trace.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
 @_solver_flags
 @_guard
@@ -137,6 +139,8 @@ def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, w
     from .report import report_dict
 
     chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    if not chosen:
+        raise UserError(f"--methods: no method given (known: {', '.join(METHODS)})")
     bad = [m for m in chosen if m not in METHODS]
     if bad:
         raise UserError(f"--methods: unknown method(s) {', '.join(bad)} (known: {', '.join(METHODS)})")
@@ -209,25 +213,16 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     """Simulate the instruction streams in STREAMS_DIR (written by `pimsat solve --out`)."""
     import ir
     import sim
-    from hwmodel import load_hardware
     from hwmodel.streams_io import read_streams
     from sim.traces import write_chrome_trace, write_command_log, write_vcd
 
-    streams, manifest = read_streams(streams_dir)
-    if preset:
-        hw = load_hardware(preset, list(sets))
-    elif "hardware_spec" in manifest:
-        from hwmodel.loader import apply_overrides, hardware_from_dict
+    from .stream_inputs import manifest_inputs
 
-        source = f"{streams_dir}/manifest.json"
-        hw = hardware_from_dict(apply_overrides(manifest["hardware_spec"], list(sets), source), source)
-    else:
-        raise UserError(f"{streams_dir}/manifest.json: no hardware recorded; pass --hw")
-    program = ir.Program.from_json(json.dumps(manifest["program"])) if "program" in manifest else None
+    streams, manifest = read_streams(streams_dir)
+    hw, program, seed = manifest_inputs(streams_dir, manifest, preset, list(sets))
     functional = not timing_only and program is not None
     state = inputs = None
     if functional:
-        seed = int(manifest.get("seed", 0))
         state, inputs = ir.generate_state(program, seed=seed), ir.generate_inputs(program, seed=seed)
     t0 = time.perf_counter()
     res = sim.simulate(hw, streams, program=program, state=state, inputs=inputs, functional=functional)
@@ -292,7 +287,7 @@ def _against_compiled(streams, manifest: dict, cycles: int, overridden: bool) ->
 
 
 @main.command()
-@click.option("--time-limit", type=float, default=20.0, show_default=True)
+@click.option("--time-limit", type=TIME_LIMIT, default=20.0, show_default=True)
 @_guard
 def demo(time_limit) -> None:
     """Solve the default instance (GEMV 4096x4096 on 64 HBM2-PIM channels), simulate, verify, report."""
@@ -319,10 +314,11 @@ def demo(time_limit) -> None:
 
 
 @main.command()
-@click.option("--tier", multiple=True, default=("fpga", "micro"), show_default=True)
-@click.option("--time-limit", type=float, default=30.0, show_default=True)
-@click.option("--json", "json_path", type=click.Path(), default=None)
+@click.option("--tier", multiple=True, type=click.Choice(TIERS), default=("fpga", "micro"), show_default=True)
+@click.option("--time-limit", type=TIME_LIMIT, default=30.0, show_default=True)
+@click.option("--json", "json_path", type=click.Path(), default=None, callback=nonempty)
 @click.option("--record", is_flag=True, help="write better cpsat makespans into bench/best_known.json")
+@_guard
 def bench(tier, time_limit, json_path, record) -> None:
     """Run the benchmark tiers with all methods; print figures and ratios (non-zero exit on a
     regression against bench/best_known.json)."""

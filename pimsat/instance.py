@@ -14,15 +14,15 @@ Weights for functional runs come from the seeded generator (ir.generate_state).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 import ir
 from hwmodel import Hardware, HardwareError, load_hardware
+from hwmodel.loader import one_line
+from hwmodel.readers import load_file
 
 
 class InstanceError(ValueError):
@@ -78,7 +78,8 @@ class Instance(_Strict):
     description: str = ""
     program: ProgramSpec
     hardware: HardwareSpec = Field(default_factory=HardwareSpec)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)  # numpy's generators take no negative seed
+    _source: str = PrivateAttr(default="<instance>")
 
     def build_program(self) -> ir.Program:
         p = self.program
@@ -92,43 +93,39 @@ class Instance(_Strict):
                                     lm_head=p.lm_head, name=self.name)
 
     def build_hardware(self, extra: list[str] | tuple[str, ...] = (), preset: str | None = None) -> Hardware:
-        return load_hardware(preset or self.hardware.preset, list(self.hardware.set) + list(extra))
-
-
-def _first_error(source: str, err: ValidationError) -> str:
-    e = err.errors()[0]
-    field = ".".join(str(p) for p in e["loc"]) or "(top level)"
-    return f"{source}: {field}: {e['msg'].removeprefix('Value error, ')}"
+        sets = list(self.hardware.set) + list(extra)
+        labels = [f"{self._source}: hardware.set[{i}] ({s})" for i, s in enumerate(self.hardware.set)]
+        return load_hardware(preset or self.hardware.preset, sets, labels + [f"--set {s}" for s in extra])
 
 
 def load_instance(path: str | Path) -> Instance:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise InstanceError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
-        raise InstanceError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                            f"{str(e).splitlines()[0]}") from None
+    data = load_file(path, InstanceError)
     if not isinstance(data, dict):
-        raise InstanceError(f"{path}: top level must be a mapping")
+        raise InstanceError(f"{path}: (top level): must be a mapping, not {type(data).__name__}")
     try:
         inst = Instance.model_validate(data)
     except ValidationError as e:
-        raise InstanceError(_first_error(str(path), e)) from None
+        raise InstanceError(one_line(str(path), e)) from None
+    inst._source = str(path)
     try:
         inst.build_program()
+    except ValidationError as e:  # the model config's own fields (ir.ModelConfig)
+        raise InstanceError(one_line(str(path), e, "program.config")) from None
     except ir.IRError as e:
-        raise InstanceError(f"{path}: program: {e}") from None
-    except (KeyError, TypeError, ValueError) as e:
-        detail = f"missing field {e}" if isinstance(e, KeyError) else str(e)
-        raise InstanceError(f"{path}: program.config: {detail}") from None
+        msg = str(e)
+        if msg.startswith("config: "):  # from_hf_config: "config: FIELD: reason"
+            raise InstanceError(f"{path}: program.{msg}".replace("config: ", "config.", 1)) from None
+        raise InstanceError(f"{path}: program: {msg}") from None
+    except KeyError as e:
+        raise InstanceError(f"{path}: program.config.{e.args[0]}: missing") from None
+    except (TypeError, ValueError) as e:
+        raise InstanceError(f"{path}: program.config: {e}") from None
     try:
         inst.build_hardware()
     except HardwareError as e:
-        raise InstanceError(f"{path}: hardware: {e}") from None
+        msg = str(e)
+        raise InstanceError(msg if msg.startswith(f"{path}:") else f"{path}: hardware: {msg}") from None
     return inst
 
 

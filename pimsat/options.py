@@ -1,0 +1,87 @@
+"""Command-line option types with the ranges CP-SAT and the pipeline accept, and click's usage
+errors as one line (`pimsat: error: --workers: 0 is not in the range 1<=x<=256`).
+
+Ranges: --workers 1..WORKERS_MAX (CP-SAT's num_workers is an int32; more threads than this
+only thrash); --seed an int32 (CP-SAT's random_seed); --time-limit finite, > 0 and at most
+MAX_SECONDS (the solver's watchdog is a threading.Timer, which refuses huge timeouts);
+--deterministic-time finite and >= 0.
+"""
+from __future__ import annotations
+
+import math
+
+import click
+
+WORKERS_MAX = 256
+INT32 = (-(2**31), 2**31 - 1)
+MAX_SECONDS = 1e6  # 11.6 days
+
+
+class FiniteFloat(click.ParamType):
+    """A finite float in [lo, hi] (lo excluded when `lo_open`): refuses inf and nan."""
+
+    name = "float"
+
+    def __init__(self, lo: float, hi: float = math.inf, lo_open: bool = False) -> None:
+        self.lo, self.hi, self.lo_open = lo, hi, lo_open
+
+    def convert(self, value, param, ctx):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{value} is not a finite number", param, ctx)
+        if v < self.lo or (self.lo_open and v == self.lo):
+            self.fail(f"{value} must be {'>' if self.lo_open else '>='} {self.lo:g}", param, ctx)
+        if v > self.hi:
+            self.fail(f"{value} must be <= {self.hi:g}", param, ctx)
+        return v
+
+
+TIME_LIMIT = FiniteFloat(0.0, MAX_SECONDS, lo_open=True)
+DETERMINISTIC_TIME = FiniteFloat(0.0)
+WORKERS = click.IntRange(1, WORKERS_MAX)
+SEED = click.IntRange(*INT32)
+
+
+def nonempty(ctx, param, value):
+    """Callback refusing an empty string (`--out ''` would name the current folder's parent)."""
+    if value is not None and not str(value).strip():
+        raise click.BadParameter("must not be empty", ctx=ctx, param=param)
+    return value
+
+
+def usage_line(e: click.UsageError) -> str:
+    """`OPTION: reason` for click's usage errors, without the usage banner."""
+    param = getattr(e, "param", None)
+    if isinstance(e, click.NoSuchOption):
+        hint = f" (did you mean {', '.join(e.possibilities)}?)" if e.possibilities else ""
+        return f"{e.option_name}: no such option{hint}"
+    if isinstance(e, click.BadParameter) and param is not None:
+        name = param.opts[0] if getattr(param, "opts", None) and param.param_type_name == "option" \
+            else (param.human_readable_name if param else "argument")
+        if isinstance(e, click.MissingParameter):
+            return f"{name}: missing"
+        return f"{name}: {e.message.rstrip('.')}"
+    return e.format_message().rstrip(".")
+
+
+class PimsatGroup(click.Group):
+    """A group whose usage errors (bad option values, unknown options) are one line, exit 2."""
+
+    def _one_line(self, call, *args, **kwargs):
+        from .cli import UserError
+
+        try:
+            return call(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as e:
+            raise UserError(usage_line(e)) from None
+
+    def make_context(self, *args, **kwargs):
+        return self._one_line(super().make_context, *args, **kwargs)
+
+    def invoke(self, ctx):
+        return self._one_line(super().invoke, ctx)
