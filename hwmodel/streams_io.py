@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import write_dir_atomically  # noqa: F401  (re-exported)
+from .atomic import name_path, write_dir_atomically  # noqa: F401  (write_dir_atomically: re-exported)
 from .isa import ISA_VERSION, Instruction
 from .isa_asm import format_stream, parse_stream
 from .isa_codec import HEADER_BYTES, RECORD_DTYPE, UNSTAMPED, decode_stream, encode_stream, read_header
@@ -65,10 +65,14 @@ def _manifest_text(m: dict[str, Any]) -> str:
 
 def _write_file(path: Path, data: bytes | str) -> None:
     mode = "wb" if isinstance(data, bytes) else "w"
-    with open(path, mode) as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, mode) as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:  # a full disk's write() names no file: name it
+        name_path(e, path)
+        raise
 
 
 def _build(ss: StreamSet, tmp: Path, extra: dict[str, Any]) -> None:

@@ -34,6 +34,7 @@ def _guard(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from hwmodel.atomic import OutputLocked
         from hwmodel.streams_io import StreamsError
         from ir import IRError
 
@@ -41,6 +42,8 @@ def _guard(fn):
 
         try:
             return fn(*args, **kwargs)
+        except OutputLocked as e:
+            raise UserError(f"{e.filename}: {e.strerror}") from None
         except (InstanceError, HardwareError, IRError, StreamsError, OutputError) as e:
             raise UserError(str(e)) from None
         except OSError as e:  # every OS error names its path (write_dir_atomically attaches it)
@@ -81,9 +84,13 @@ def _verification_types():
 
 @click.group(cls=PimsatGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="pimsat")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """pimsat — compile LLM decode steps for processing-in-memory DRAM with CP-SAT,
     emit per-channel instruction streams, and verify them in a cycle-accurate simulator."""
+    from . import signals
+
+    ctx.call_on_close(signals.install())  # Ctrl-C, SIGTERM: clean up, one line, 130 / 143
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from hwmodel.atomic import output_lock
+
+from . import signals
 from .cli import DEFAULT_INSTANCE, CompilerError, UserError, _guard, console, main
 from .instance import instance_files, load_instance
 from .options import DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
@@ -106,10 +109,13 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
     from .pipeline import run
     from .report import print_summary, report_dict
 
+    if out:  # a second writer of this folder is refused now, not after the solve
+        click.get_current_context().with_resource(output_lock(out))
     inst = load_instance(instance)
     with _live(method, not as_json) as live:
         r = run(inst, _solve_options(method, time_limit, workers, seed, groups, timing_only, deterministic_time,
                                      record=out is not None, live=live), sets, preset)
+    signals.ensure()
     rep = report_dict(r)
     if out:
         from .output import write_outputs
@@ -152,6 +158,7 @@ def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, w
             with _live(f"{inst.name} {m}") as live:
                 r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only, deterministic_time,
                                              live=live), sets, preset)
+            signals.ensure()
             rows.append(report_dict(r))
             del r  # one program's streams in memory at a time
             rep = rows[-1]
@@ -299,6 +306,7 @@ def demo(time_limit) -> None:
     rows = []
     for method in METHODS:
         r = run(inst, SolveOptions(method=method, time_limit=time_limit))
+        signals.ensure()
         rows.append(report_dict(r))
     print_summary(rows[-1])
     t = Table(title="methods")

@@ -67,10 +67,20 @@ def usage_line(e: click.UsageError) -> str:
     return e.format_message().rstrip(".")
 
 
+class InterruptedExit(click.ClickException):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.exit_code = code
+
+    def show(self, file=None) -> None:
+        click.echo(self.message, err=True)
+
+
 class PimsatGroup(click.Group):
     """A group whose usage errors (bad option values, unknown options) are one line, exit 2."""
 
     def _one_line(self, call, *args, **kwargs):
+        from . import signals
         from .cli import UserError
 
         try:
@@ -79,6 +89,8 @@ class PimsatGroup(click.Group):
             raise
         except click.UsageError as e:
             raise UserError(usage_line(e)) from None
+        except KeyboardInterrupt as e:  # SIGINT / SIGTERM / SIGHUP: pimsat.signals
+            raise InterruptedExit(signals.message(e), signals.exit_code(e)) from None
 
     def make_context(self, *args, **kwargs):
         return self._one_line(super().make_context, *args, **kwargs)

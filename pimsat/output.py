@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hwmodel.atomic import write_text
 from hwmodel.streams_io import write_dir_atomically, write_streams
 
 from .pipeline import RunResult
@@ -34,8 +35,8 @@ def write_outputs(r: RunResult, report: dict[str, Any], out: str | Path, trace: 
                           "refusing to replace it")
 
     def build(tmp: Path) -> None:
-        (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-        (tmp / "schedule.json").write_text(json.dumps(schedule_dict(r), indent=2) + "\n")
+        write_text(tmp / "report.json", json.dumps(report, indent=2) + "\n")
+        write_text(tmp / "schedule.json", json.dumps(schedule_dict(r), indent=2) + "\n")
         write_streams(r.compiled.streams, tmp / "streams",
                       {"instance": r.instance.model_dump(), "program": json.loads(r.program.to_json()),
                        "hardware_spec": r.hardware.spec(), "seed": r.instance.seed,

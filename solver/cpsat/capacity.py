@@ -56,6 +56,7 @@ def capacity_only_feasible(problem, time_limit: float = 5.0) -> bool | None:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = 1
+    solver.parameters.catch_sigint_signal = False  # pimsat handles Ctrl-C (pimsat/signals.py)
     st = solver.solve(model)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return True

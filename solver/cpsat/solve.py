@@ -223,6 +223,9 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
     solver = cp_model.CpSolver()
     prm = solver.parameters
     prm.num_workers = max(1, int(workers))
+    # pimsat handles Ctrl-C itself (pimsat/signals.py); with this on, OR-Tools takes SIGINT during
+    # the search and re-installs the default action afterwards, so a later Ctrl-C killed pimsat
+    prm.catch_sigint_signal = False
     prm.random_seed = int(seed)
     elapsed = time.perf_counter() - t0
     prm.max_time_in_seconds = max(0.05, time_limit - elapsed)
