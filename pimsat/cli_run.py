@@ -134,8 +134,8 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
 @main.command()
 @click.argument("instances", nargs=-1, required=True, type=click.Path())
 @click.option("--methods", default="naive,greedy,cpsat", show_default=True)
-@click.option("--csv", "csv_path", type=click.Path(), default=None, help="Also write the table as CSV.")
-@click.option("--json", "json_path", type=click.Path(), default=None, help="Also write the reports as JSON.")
+@click.option("--csv", "csv_path", type=click.Path(), default=None, callback=nonempty, help="Also write the table as CSV.")
+@click.option("--json", "json_path", type=click.Path(), default=None, callback=nonempty, help="Also write the reports as JSON.")
 @_solver_flags
 @_guard
 def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, workers, seed, groups, timing_only,
@@ -211,9 +211,9 @@ def _atomic_write(path: Path, text: str) -> None:
 @click.option("--hw", "preset", default=None, help="Hardware preset/YAML (default: the one recorded in the manifest).")
 @click.option("--set", "sets", multiple=True)
 @click.option("--timing-only", is_flag=True)
-@click.option("--trace", type=click.Path(), default=None, help="Chrome/Perfetto trace JSON.")
-@click.option("--vcd", type=click.Path(), default=None, help="VCD waveform.")
-@click.option("--log", "log_path", type=click.Path(), default=None, help="Command log CSV.")
+@click.option("--trace", type=click.Path(), default=None, callback=nonempty, help="Chrome/Perfetto trace JSON.")
+@click.option("--vcd", type=click.Path(), default=None, callback=nonempty, help="VCD waveform.")
+@click.option("--log", "log_path", type=click.Path(), default=None, callback=nonempty, help="Command log CSV.")
 @click.option("--json", "as_json", is_flag=True)
 @_guard
 def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_json) -> None:
