@@ -91,6 +91,9 @@ def _watch(rfd: int) -> None:
             if _State.handled.wait(GRACE) or atomic.writing():
                 continue  # the main thread has it (or will, once its write step returns)
             e = Interrupted(signum)
+            if sys.stdout.isatty():  # a live progress line hid the cursor
+                sys.stdout.write("\x1b[?25h\n")
+                sys.stdout.flush()
             sys.stderr.write(message(e) + "\n")
             sys.stderr.flush()
             atomic.release_all_locks()
