@@ -234,11 +234,12 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     t0 = time.perf_counter()
     res = sim.simulate(hw, streams, program=program, state=state, inputs=inputs, functional=functional)
     wall = time.perf_counter() - t0
-    match = err = None
+    match = err = bits = None
     if functional:
-        from .pipeline import compare_outputs
+        from .pipeline import bit_true_check, compare_outputs
 
         match, err = compare_outputs(program, res.outputs, ir.run(program, inputs, state))
+        bits = bit_true_check(hw, program, inputs, state, streams, res)
     if log_path:
         write_command_log(log_path, res.log, hw)
     if trace:
@@ -254,6 +255,8 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
            "commands_per_second": round(n_cmds / wall) if wall > 0 else None,
            "utilization": float(res.utilization), "row_hits": summary["row_hits"],
            "row_misses": summary["row_misses"], "outputs_match": match, "max_abs_error": err,
+           "bit_exact": None if bits is None else bits.exact,
+           "bit_mismatches": None if bits is None else bits.mismatches,
            "violations": summary["violations"], "command_counts": summary["commands"],
            "stall_cycles": {k: int(v) for k, v in sorted(summary["stalls"].items(), key=lambda kv: -kv[1]) if v},
            **compiled}
@@ -277,6 +280,8 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
                                 f"{compiled['compiled_cycles']:,} for this unmodified program")
     if match is False:
         raise UserError("simulated outputs differ from the reference")
+    if bits is not None and not bits.exact:
+        raise UserError(f"simulated values differ from the bit-true model: {bits.summary()}")
 
 
 def _against_compiled(streams, manifest: dict, cycles: int, overridden: bool) -> dict:

@@ -53,6 +53,7 @@ class RunResult:
     max_abs_error: float | None
     solve_seconds: float
     timings: dict[str, float] = field(default_factory=dict)
+    bit_exact: bool | None = None  # simulated values == the bit-true model (None: timing-only)
 
 
 def solve(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solution, list[Solution]]:
@@ -187,12 +188,24 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
     if int(result.cycles) != compiled.predicted_cycles:
         raise VerificationError(f"simulated {int(result.cycles):,} cycles, the decoder predicted "
                                 f"{compiled.predicted_cycles:,}: the cost model and the simulator disagree")
-    match = err = None
+    match = err = bits = None
     if functional:
         reference = ir.run(program, inputs, state)
         match, err = compare_outputs(program, result.outputs, reference)
+        bits = bit_true_check(hw, program, inputs, state, compiled.streams, result)
+        if not bits.exact:
+            raise VerificationError(f"the simulated program computes other bits than the hardware's arithmetic "
+                                    f"(sim/bittrue.py): {bits.summary()}")
     return RunResult(instance, hw, program, problem, lowering, solution, compiled, bounds, result, match, err,
-                     solve_seconds, clock)
+                     solve_seconds, clock, bit_exact=None if bits is None else bits.exact)
+
+
+def bit_true_check(hw: Hardware, program: ir.Program, inputs, state, streams, result):
+    """Every tensor the simulated host holds against the bit-true model (exact)."""
+    from sim import bittrue
+
+    model = bittrue.run(hw, program, inputs, state, bittrue.Dispatch.from_host_stream(program, streams.host))
+    return bittrue.compare(program, result.host, model, banks=(result.resident, bittrue.bank_image(hw, program, model)))
 
 
 class InfeasibleError(RuntimeError):

@@ -41,6 +41,7 @@ def report_dict(r: RunResult) -> dict[str, Any]:
         "simulated_cycles": int(sim.cycles),
         "outputs_match": r.outputs_match,
         "max_abs_error": r.max_abs_error,
+        "bit_exact": r.bit_exact,
         "violations": int(getattr(sim, "violations", 0)),
         "solve_seconds": round(r.solve_seconds, 3),
         "utilization": round(float(sim.utilization), 4),
@@ -84,6 +85,8 @@ def print_summary(rep: dict[str, Any], console: Console | None = None) -> None:
     t.add_row("gap to best bound", "—" if rep["gap"] is None else f"{rep['gap'] * 100:.2f} %")
     t.add_row("outputs match reference", {True: "yes", False: "NO", None: "timing-only"}[rep["outputs_match"]]
               + ("" if rep["max_abs_error"] is None else f" (max |err| {rep['max_abs_error']:.3g})"))
+    t.add_row("equals bit-true model", {True: "yes (every tensor, exactly)", False: "NO", None: "timing-only"}[
+        rep.get("bit_exact")])
     t.add_row("violations", str(rep["violations"]))
     t.add_row("PIM utilisation", f"{rep['utilization'] * 100:.1f} %")
     t.add_row("solve time", f"{rep['solve_seconds']:.2f} s")

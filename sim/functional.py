@@ -11,14 +11,17 @@ instructions in the order of the cycles their effects happen:
   SIG / WAIT            carry vector clocks (which instructions of other streams are known done)
 At one cycle, deliveries come before SIG, then reads, WAITs and issues (in stream order).
 
-Numerics (PIM): operands in the PIM dtype (fp16, or bf16 held in float32); MAC multiplies lane by
-lane in fp32 (exact for fp16/bf16 operands), sums the burst's products in fp32, then adds that sum
-to the accumulator in fp32, burst after burst. RDACC adds the accumulators (fp32) into the host
-tensor and clears them (stride 0: their sum, in order, into one element); the result is rounded
-to the host tensor's dtype (fp32 for staging tensors `X#acc`). WRGB and WR convert host values to the PIM dtype; RD converts to the host
-tensor's dtype. EPI: gemv out = round(staging + bias), attn_score out = round(staging *
-1/sqrt(head_dim)), attn_context out = round(staging). HOP runs ir.reference.execute. HMV: the
-rows' dot products in fp32 (x and W as stored on the host), added to the staging tensor.
+Numerics (hwmodel/numerics.py defines the arithmetic): operands in the PIM dtype (fp16, or bf16
+held in float32); MAC multiplies lane by lane in fp32 (exact for fp16/bf16 operands), sums the
+burst's products by the balanced adder tree, then adds that sum to the accumulator in fp32, burst
+after burst. RDACC adds the accumulators (fp32) into the host tensor and clears them (stride 0:
+their sum, in order, into one element); the result is rounded to the host tensor's dtype (fp32
+for staging tensors `X#acc`). WRGB and WR convert host values to the PIM dtype; RD converts to
+the host tensor's dtype. EPI: gemv out = round(staging + bias), attn_score out = round(staging *
+1/sqrt(head_dim)), attn_context out = round(staging). HOP runs ir.reference.execute, but for a
+gemv or attention (the host matrix unit), whose dot products follow hwmodel.numerics as in PIM.
+HMV: the rows' dot products by hwmodel.numerics (x and W as stored on the host), added to the
+staging tensor.
 """
 from __future__ import annotations
 
@@ -28,7 +31,9 @@ import numpy as np
 
 from hwmodel.model import Hardware
 from hwmodel.streams import StreamSet
-from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND
+from hwmodel import numerics
+from hwmodel.numerics import accumulate, burst_sums
+from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND, resolved_attrs
 from ir.reference import execute
 from ir.types import round_to
 
@@ -293,7 +298,11 @@ class Machine:
             for k, n in enumerate(op.inputs):
                 t = self._operand(op, k, s, i, time)
                 vals[n] = self.read(t, slice(0, t.size), s, i, time).reshape(self.program.tensors[n].shape)
-            out = execute(op, self.program, vals)
+            if op.kind in PIM_CAPABLE:   # the host matrix unit: the hardware's dot product (hwmodel.numerics)
+                out = round_to(self.program.tensors[op.outputs[0]].dtype, numerics.pim_op(
+                    op.kind.value, resolved_attrs(op.name, op.kind, op.attrs), [vals[n] for n in op.inputs], self.E))
+            else:
+                out = execute(op, self.program, vals)
         else:
             name = op.outputs[0]
             st = self._named(name + "#acc", s, i, time)
@@ -325,7 +334,7 @@ class Machine:
         w = self.read(wt, slice(row0 * k, (row0 + rows) * k), s, i, time).astype(F32).reshape(rows, k)
         st = self._named(op.outputs[0] + "#acc", s, i, time)
         idx = (np.arange(b)[:, None] * n + row0 + np.arange(rows)[None, :]).reshape(-1)
-        self.pending[(s, i)] = (st, idx, (x @ w.T).reshape(-1), True)
+        self.pending[(s, i)] = (st, idx, numerics.dot(x, w, self.E).reshape(-1), True)
 
     def _channel_event(self, time: int, prio: int, s: int, i: int) -> None:
         if i >= 1 << 40:
@@ -383,9 +392,8 @@ class Machine:
                                   cycle=time, **self._ctx(s, i))
         banks, pus = self._mask(ins.get("mask"))
         d = self.banks.gather(s, banks, self.openrow[s, banks], col, n)                    # [nb, n, E]
-        sums = (d * self.gb[s, g:g + n][None]).sum(axis=-1, dtype=F32)                      # fp32 products
-        seq = np.concatenate([self.acc[s, pus, a][:, None], sums], axis=1)
-        self.acc[s, pus, a] = np.cumsum(seq, axis=1, dtype=F32)[:, -1]
+        sums = burst_sums(d.astype(F32) * self.gb[s, g:g + n][None])                       # exact fp32 products
+        self.acc[s, pus, a] = accumulate(self.acc[s, pus, a], sums)
 
     def _mask(self, mask: int) -> tuple[np.ndarray, np.ndarray]:
         r = self._masks.get(mask)

@@ -1,0 +1,125 @@
+"""The hardware's arithmetic, bit for bit: one definition, used by the simulator and by the
+bit-true model (sim/bittrue.py).
+
+A dot product of a vector x and a matrix row w of length K (both already in the operand dtype,
+fp16 or bf16, held in fp32) is computed burst by burst, E elements (one burst) at a time:
+
+1. products: lane j of burst b is x[bE + j] * w[bE + j] in fp32, exact for fp16 and bf16
+   operands (11 or 8 significant bits each, at most 22 in the product). The last burst is padded
+   with zeros on both sides (a partly filled burst holds 0 beyond the data).
+2. burst sum: the E products are added by a balanced adder tree, each adder rounding to fp32:
+   level 1 adds lane j and lane j + E/2 for j < E/2, level 2 lane j and j + E/4 of those sums,
+   and so on (E is padded with zero lanes to a power of two).
+3. accumulation: the burst sums are added to an fp32 accumulator in burst order, starting at 0:
+   acc = fp32(acc + s_b), b = 0, 1, ...
+
+This holds wherever the dot product runs: in a PIM unit (MAC commands, one accumulator per
+output element; RDACC adds it to a zeroed fp32 staging element, which is exact) and in the host
+matrix unit (HMV rows; a gemv or attention run by HOP). The op-level results built from it
+(`gemv`, `attn_score`, `attn_context`) are then rounded once to the output dtype by the caller.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+F32 = np.float32
+
+
+def burst_sums(products: np.ndarray) -> np.ndarray:
+    """[..., E] fp32 products -> [...] fp32 burst sums by the balanced adder tree."""
+    p = np.asarray(products, dtype=F32)
+    e = p.shape[-1]
+    width = 1 << max(0, (e - 1).bit_length())
+    if width != e:
+        p = np.concatenate([p, np.zeros(p.shape[:-1] + (width - e,), dtype=F32)], axis=-1)
+    while p.shape[-1] > 1:
+        h = p.shape[-1] // 2
+        p = p[..., :h] + p[..., h:]          # fp32 + fp32 -> fp32: one rounding per adder
+    return p[..., 0]
+
+
+def accumulate(acc: np.ndarray, sums: np.ndarray) -> np.ndarray:
+    """acc [...] fp32 plus the burst sums [..., n] in order, rounding to fp32 after each add."""
+    out = np.asarray(acc, dtype=F32).copy()
+    for b in range(sums.shape[-1]):
+        out = out + sums[..., b]
+    return out
+
+
+def dot(x: np.ndarray, w: np.ndarray, e: int, max_block: int = 1 << 22) -> np.ndarray:
+    """x [V, K], w [N, K] (values of the operand dtype, any float dtype) -> fp32 [V, N], each
+    element by the hardware's dot product with bursts of e elements."""
+    x = np.asarray(x, dtype=F32)
+    w = np.asarray(w, dtype=F32)
+    v, k = x.shape
+    n = w.shape[0]
+    if w.shape[1] != k:
+        raise ValueError(f"dot: x has {k} columns, w {w.shape[1]}")
+    bursts = -(-k // e) if k else 0
+    pad = bursts * e - k
+    if pad:
+        x = np.concatenate([x, np.zeros((v, pad), dtype=F32)], axis=1)
+        w = np.concatenate([w, np.zeros((n, pad), dtype=F32)], axis=1)
+    xb = x.reshape(v, bursts, e)
+    wb = w.reshape(n, bursts, e)
+    acc = np.zeros((v, n), dtype=F32)
+    rows = max(1, max_block // max(1, v * e))      # output rows per block: bounded temporaries
+    for r0 in range(0, n, rows):
+        part = acc[:, r0:r0 + rows]
+        for b in range(bursts):
+            s = burst_sums(xb[:, None, b, :] * wb[None, r0:r0 + rows, b, :])
+            part = part + s
+        acc[:, r0:r0 + rows] = part
+    return acc
+
+
+# ---- the PIM-capable ops, before their output rounding -----------------------------------------
+def pim_op(kind: str, attrs: dict, operands: list[np.ndarray], e: int) -> np.ndarray:
+    """The fp32 result of a gemv / attn_score / attn_context from its operand values."""
+    if kind == "gemv":
+        return gemv(operands[0], operands[1], operands[2] if len(operands) == 3 else None, e)
+    if kind == "attn_score":
+        return attn_score(attrs, operands[0], operands[1], e)
+    if kind == "attn_context":
+        return attn_context(attrs, operands[0], operands[1], e)
+    raise ValueError(f"{kind} is not a PIM-capable op")
+
+
+
+def gemv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, e: int) -> np.ndarray:
+    """x [..., K], w [N, K] -> fp32 [..., N]: dot, then + bias in fp32 (the epilogue)."""
+    lead = x.shape[:-1]
+    y = dot(x.reshape(-1, x.shape[-1]), w, e).reshape(*lead, w.shape[0])
+    if bias is not None:
+        y = y + np.asarray(bias, dtype=F32)
+    return y
+
+
+def attn_score(attrs: dict, q: np.ndarray, cache: np.ndarray, e: int) -> np.ndarray:
+    """q [B, heads*hd], cache [B, kv_heads, L, hd] -> fp32 [B, heads, pos+1]: q_h . K[l] per
+    position, then * fp32(1/sqrt(hd)) (the epilogue)."""
+    heads, hd, pos = attrs["heads"], attrs["head_dim"], attrs["position"]
+    group = heads // attrs["kv_heads"]
+    b = q.shape[0]
+    qh = np.asarray(q, dtype=F32).reshape(b, heads, hd)
+    out = np.empty((b, heads, pos + 1), dtype=F32)
+    for bi in range(b):
+        for h in range(heads):
+            out[bi, h] = dot(qh[bi, h][None], cache[bi, h // group, : pos + 1], e)[0]
+    return out * F32(1.0 / math.sqrt(hd))
+
+
+def attn_context(attrs: dict, p: np.ndarray, cache: np.ndarray, e: int) -> np.ndarray:
+    """p [B, heads, pos+1], cache [B, kv_heads, L, hd] -> fp32 [B, heads*hd]: the reduction over
+    positions, p_h . V[:, d] per head dimension d."""
+    heads, hd, pos = attrs["heads"], attrs["head_dim"], attrs["position"]
+    group = heads // attrs["kv_heads"]
+    b = p.shape[0]
+    out = np.empty((b, heads, hd), dtype=F32)
+    for bi in range(b):
+        for h in range(heads):
+            vt = np.asarray(cache[bi, h // group, : pos + 1], dtype=F32).T      # [hd, L]
+            out[bi, h] = dot(np.asarray(p[bi, h], dtype=F32)[None], vt, e)[0]
+    return out.reshape(b, heads * hd)

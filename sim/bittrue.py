@@ -1,0 +1,169 @@
+"""The bit-true model: what the hardware must compute for a program, op by op, with no
+instruction stream, no timing and no memory layout.
+
+It evaluates the program in topological order like `ir.reference.run`, but with the hardware's
+arithmetic where it differs from the float reference:
+
+- a gemv, attn_score or attn_context takes its dot products from `hwmodel.numerics` (fp32
+  products, the burst adder tree, fp32 accumulation in burst order), then its epilogue in fp32
+  (+ bias, * 1/sqrt(head_dim)) and one rounding to the output dtype;
+- its operands are the values the hardware holds: run in PIM (the default), the vector is
+  rounded to the PIM dtype (WRGB) and so is the resident matrix or kv cache (the memory image and
+  WR); run by the host (HOP, or HMV rows of a split gemv), the matrix is the host copy that RD
+  made of the banks (PIM dtype, then the host tensor's dtype) and the vector is as the host
+  holds it;
+- every other op is the host's, `ir.reference.execute`.
+
+The simulator's functional outputs must equal this model exactly (`compare`): every data
+movement of the program (which burst meets which global-buffer word, which accumulator goes to
+which staging element) is checked to the last bit, which the tolerance check cannot do.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from hwmodel import numerics
+from hwmodel.model import Hardware
+from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND, OpKind, resolved_attrs
+from ir.program import Program
+from ir.reference import execute
+from ir.types import round_to
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Where each PIM-capable op runs: op name -> rows the host computes ((row0, rows) ranges;
+    absent: all in PIM; None: the whole op on the host)."""
+
+    host: Mapping[str, tuple[tuple[int, int], ...] | None]
+
+    @staticmethod
+    def from_host_stream(program: Program, host) -> "Dispatch":
+        """HOP op=k: op k runs on the host; HMV op=k row0 rows: those rows of op k do."""
+        out: dict[str, list[tuple[int, int]] | None] = {}
+        for ins in host:
+            if ins.op == "HOP":
+                k = ins.get("op")
+                if 0 <= k < len(program.ops) and program.ops[k].kind in PIM_CAPABLE:
+                    out[program.ops[k].name] = None
+            elif ins.op == "HMV":
+                k = ins.get("op")
+                if 0 <= k < len(program.ops):
+                    rows = out.setdefault(program.ops[k].name, [])
+                    if rows is not None:
+                        rows.append((ins.get("row0"), ins.get("rows")))
+        return Dispatch({k: None if v is None else tuple(v) for k, v in out.items()})
+
+
+def run(hw: Hardware, program: Program, inputs: Mapping[str, np.ndarray], state: Mapping[str, np.ndarray],
+        dispatch: Dispatch | None = None) -> dict[str, np.ndarray]:
+    """The value of every tensor as the hardware computes it."""
+    dispatch = dispatch or Dispatch({})
+    pim = hw.pim.dtype
+    e = hw.elements_per_burst
+    values: dict[str, np.ndarray] = {}
+    for n in program.inputs:
+        values[n] = round_to(program.tensors[n].dtype, np.asarray(inputs[n]))
+    for n, v in state.items():
+        if n in program.tensors:
+            values[n] = round_to(program.tensors[n].dtype, np.asarray(v))
+    for op in program.topo_order():
+        if op.kind not in PIM_CAPABLE:
+            values[op.outputs[0]] = execute(op, program, values)
+            continue
+        out_dtype = program.tensors[op.outputs[0]].dtype
+        attrs = resolved_attrs(op.name, op.kind, op.attrs)
+        where = dispatch.host.get(op.name, ())
+        r = RESIDENT_OPERAND[op.kind]
+        operands = [np.asarray(values[n]) for n in op.inputs]
+
+        def on(device: str) -> np.ndarray:
+            ops = list(operands)
+            if device == "pim":
+                ops[0] = round_to(pim, ops[0])
+                ops[r] = round_to(pim, ops[r])
+            else:  # the host copy that RD made of the banks
+                ops[r] = round_to(program.tensors[op.inputs[r]].dtype, round_to(pim, ops[r]))
+            return round_to(out_dtype, numerics.pim_op(op.kind.value, attrs, ops, e))
+
+        if where is None:
+            y = on("host")
+        else:
+            y = on("pim")
+            if where and op.kind is OpKind.gemv:
+                h = on("host")
+                for row0, rows in where:
+                    y[..., row0:row0 + rows] = h[..., row0:row0 + rows]
+        values[op.outputs[0]] = y
+    return values
+
+
+@dataclass(frozen=True)
+class BitCheck:
+    """Simulated tensors against the bit-true model."""
+
+    exact: bool
+    mismatches: dict[str, int]          # tensor -> elements that differ (program order)
+    first: str | None                   # the first differing tensor and element, in words
+
+    def summary(self) -> str:
+        if self.exact:
+            return "bit-exact"
+        return f"{sum(self.mismatches.values()):,} elements differ from the bit-true model; first: {self.first}"
+
+
+def bank_image(hw: Hardware, program: Program, model: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What the banks must hold at the end, per resident root tensor, in the PIM dtype: the
+    weights as loaded; a kv cache as this step leaves it (positions 0..position; NaN beyond,
+    which is not compared)."""
+    final: dict[str, tuple[str, int]] = {}
+    for op in program.ops:
+        if op.kind is OpKind.kv_append:
+            final[program.storage(op.inputs[0])] = (op.outputs[0], op.attrs["position"])
+    out = {}
+    for t in program.tensors.values():
+        if not t.resident or t.name not in model or program.storage(t.name) != t.name:
+            continue
+        if t.name in final:
+            version, pos = final[t.name]
+            v = round_to(hw.pim.dtype, np.asarray(model[version])).astype(np.float32)
+            v[:, :, pos + 1:, :] = np.nan
+        else:
+            v = round_to(hw.pim.dtype, np.asarray(model[t.name])).astype(np.float32)
+        out[t.name] = v
+    return out
+
+
+def compare(program: Program, simulated: Mapping[str, np.ndarray], model: Mapping[str, np.ndarray],
+            names: list[str] | None = None, banks: tuple[Mapping, Mapping] | None = None) -> BitCheck:
+    """Exact comparison (values; -0 equals +0, NaN equals NaN) of the tensors `names` (default:
+    every tensor the simulation holds that the model has, in program order); with `banks`
+    (the simulated banks' resident tensors, `bank_image`), also the final bank contents of
+    every resident tensor the program placed (where the image is not NaN)."""
+    order = names if names is not None else [n for n in program.tensors if n in simulated and n in model]
+    pairs = [(n, simulated[n], model[n]) for n in order]
+    if banks is not None:
+        held, image = banks
+        pairs += [(f"banks:{n}", np.where(np.isnan(image[n]), np.nan, held[n]), image[n])
+                  for n in held if n in image]
+    mism: dict[str, int] = {}
+    first = None
+    for n, got, want in pairs:
+        got = np.asarray(got)
+        want = np.asarray(want)
+        if got.shape != want.shape:
+            mism[n] = max(got.size, want.size)
+            first = first or f"{n}: shape {got.shape}, model {want.shape}"
+            continue
+        g = got.astype(np.float64)
+        w = want.astype(np.float64)
+        bad = ~((g == w) | (np.isnan(g) & np.isnan(w)))
+        if bad.any():
+            mism[n] = int(bad.sum())
+            if first is None:
+                idx = np.unravel_index(int(np.flatnonzero(bad.reshape(-1))[0]), bad.shape)
+                first = f"{n}{list(map(int, idx))} = {got[idx]!r}, model {want[idx]!r}"
+    return BitCheck(not mism, mism, first)
