@@ -217,9 +217,32 @@ class MVEmitter:
         """The channel's WRGB instructions in the order `_emit` places them."""
         steps = self._plan()[0]
         overlap = self.style == "overlap" and self.t.double_buffer
+        resident = self._resident_steps()
         out: list[Instruction] = []
         for i, (slot, _p, g, c) in enumerate(steps):
-            out.extend(self._wrgb(ci, slot, g, c, i % 2 if overlap else 0))
+            if not resident[i]:
+                out.extend(self._wrgb(ci, slot, g, c, i % 2 if overlap else 0))
+        return out
+
+    def _resident_steps(self) -> list[bool]:
+        """Per step: its chunk of vectors is already in the global-buffer half it would be written
+        to (the same slot, vector group and chunk was the last thing loaded there), so it is not
+        loaded again. That happens when every chunk fits in the buffer at once (e.g. two chunks
+        in the two halves of a double buffer): later passes find the vector in place. The same
+        for every channel of the tiling (it depends on slots, not on their matrices)."""
+        cached = getattr(self.lay, "_resident_cache", None)
+        key = (self.style,)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        steps = self._plan()[0]
+        double = self.style == "overlap" and self.t.double_buffer
+        holds: dict[int, tuple[int, int, int]] = {}
+        out = []
+        for i, (slot, _p, g, c) in enumerate(steps):
+            half = i % 2 if double else 0
+            out.append(holds.get(half) == (slot, g, c))
+            holds[half] = (slot, g, c)
+        self.lay._resident_cache = (key, out)
         return out
 
     def _readout_sequence(self, ci: int) -> list[Instruction]:
@@ -274,6 +297,7 @@ class MVEmitter:
         half = 0
         prev_step = None
         step_of_access = 0
+        resident = self._resident_steps()
         for idx, (si, a, seg, col, n) in enumerate(access):
             slot, p, g, c = steps[si]
             if si != prev_step:
@@ -285,11 +309,12 @@ class MVEmitter:
                         seq.extend(self._rdacc(ci, ps, pp, pg))
                 half = step_of_access % 2
                 if not overlap or step_of_access == 0 or not t.double_buffer:
-                    seq.extend(self._wrgb(ci, slot, g, c, half if t.double_buffer and overlap else 0))
+                    if not resident[si]:
+                        seq.extend(self._wrgb(ci, slot, g, c, half if t.double_buffer and overlap else 0))
                 else:
                     loads.flush()
                 # queue the next step's GB load (double buffer)
-                if overlap and t.double_buffer and si + 1 < len(steps):
+                if overlap and t.double_buffer and si + 1 < len(steps) and not resident[si + 1]:
                     ns, npp, ng, nc = steps[si + 1]
                     macs = t.pass_rows(p) * len(self._group_vectors(g))
                     loads.queue(self._wrgb(ci, ns, ng, nc, (step_of_access + 1) % 2), macs, macs * t.chunk_len(c))
