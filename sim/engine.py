@@ -17,7 +17,7 @@ from hwmodel.isa import Instruction
 from hwmodel.model import COMMANDS, Hardware
 
 from . import channel as K
-from .encode import C_N, C_OP, C_STAMP, C_SYM, OP_SIG, OP_WAIT, SignalMap, encode_stream
+from .encode import C_BANK, C_N, C_OP, C_STAMP, C_SYM, OP_SIG, OP_WAIT, OPCODES, SignalMap, encode_stream
 from .errors import SimulationError
 from .host import HostRunner
 from .result import LOG_DTYPE
@@ -143,6 +143,7 @@ class _Feed:
             t = encode_stream(self.hw, part)
         t = self.signals.densify(t)
         refuse_sync_stamps(t, self.stream, self.ch, start)
+        refuse_unit_alias(self.hw, t, self.stream, self.ch, start)
         if self.n_symbols is not None:
             bad = np.flatnonzero(t[:, C_SYM] >= self.n_symbols)
             if len(bad):
@@ -177,6 +178,21 @@ def refuse_sync_stamps(table: np.ndarray, stream, ch, start: int) -> None:
         raise SimulationError("stream", f"{ins.op} carries an issue stamp @{int(table[i, C_STAMP])}; SIG and WAIT "
                               "take effect when the stream reaches them and take no stamp", stream=ch,
                               instr=start + i, instruction=ins)
+
+
+def refuse_unit_alias(hw: Hardware, table: np.ndarray, stream, ch, start: int) -> None:
+    """RDACC names its PIM unit by the unit's first bank: another bank of the unit would be an
+    alias the hardware cannot tell apart (a field bit that means nothing)."""
+    bpp = hw.pim.banks_per_pu
+    if bpp == 1:
+        return
+    bad = np.flatnonzero((table[:, C_OP] == OPCODES["RDACC"]) & (table[:, C_BANK] % bpp != 0))
+    if len(bad):
+        i = int(bad[0])
+        b = int(table[i, C_BANK])
+        raise SimulationError("range", f"RDACC bank={b}: a PIM unit is named by its first bank "
+                              f"({b - b % bpp}, unit {b // bpp} of {bpp} banks)", stream=ch, instr=start + i,
+                              instruction=stream[start + i], bank=b)
 
 
 def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instruction], program,

@@ -111,3 +111,16 @@ def test_a_stamped_sig_in_a_channel_stream_is_refused(fpga):
     with pytest.raises(SimulationError) as e:
         simulate(fpga, bad, prog, functional=False)
     assert e.value.kind == "stream" and e.value.stream == 0 and "SIG carries an issue stamp @3" in str(e.value)
+
+
+def test_rdacc_names_its_unit_by_the_first_bank():
+    """The other bank of a two-bank PIM unit would be an alias of the same unit: refused."""
+    from hwmodel import load_hardware
+
+    hbm2 = load_hardware("hbm2-pim", ["organization.channels=1"])
+    prog = norm_gemv_program("fp16", 16)
+    rd = dict(acc=0, count=1, dst=0, offset=0, stride=1)
+    simulate(hbm2, streams(hbm2, [make("RDACC", bank=2, **rd)], host=[]), prog, functional=False)
+    with pytest.raises(SimulationError) as e:
+        simulate(hbm2, streams(hbm2, [make("RDACC", bank=3, **rd)], host=[]), prog, functional=False)
+    assert e.value.kind == "range" and e.value.bank == 3 and "named by its first bank (2, unit 1" in str(e.value)

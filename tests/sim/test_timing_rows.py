@@ -31,12 +31,18 @@ ROWS = family_timing_table()
 COLUMN = ("RD", "WR", "MAC")
 
 
-def _banks(hw, scope):
+def _banks(hw, scope, unit_named=False):
+    """unit_named: a command that names a PIM unit by its first bank (RDACC) is involved, so the
+    other bank of a bank_group row is the next unit's first bank if the group has one, else the
+    same bank (a unit spans the group)."""
     org = hw.organization
     bp = 0
     if scope == "bank":
         return bp, bp
     if scope == "bank_group":
+        if unit_named:
+            bpp = hw.pim.banks_per_pu
+            return bp, bpp if bpp < org.banks_per_group else bp
         return bp, 1
     if scope == "rank" or org.ranks == 1:
         return bp, org.banks_per_group  # first bank of the next group
@@ -63,7 +69,7 @@ def _cmd(hw, name, bank, cycle=None):
 
 def _scenario(hw, row, gap):
     prev, nxt, scope = row["prev"], row["next"], row["scope"]
-    bp, bn = _banks(hw, scope)
+    bp, bn = _banks(hw, scope, "RDACC" in (prev, nxt))
     setup, middle = [], []
     opened = set()
     if prev in COLUMN + ("PRE",):
