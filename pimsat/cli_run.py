@@ -16,7 +16,7 @@ from hwmodel.atomic import output_lock
 from . import signals
 from .cli import DEFAULT_INSTANCE, CompilerError, UserError, _guard, console, main
 from .instance import instance_files, load_instance
-from .options import DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
+from .options import DEFAULT_WORK_BUDGET, DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
 
 METHODS = ("naive", "greedy", "cpsat")
 TIERS = tuple(sorted(p.name for p in (Path(__file__).resolve().parent.parent / "instances").iterdir() if p.is_dir()))
@@ -82,17 +82,18 @@ def _solve_options(method, time_limit, workers, seed, groups, timing_only, deter
 def _solver_flags(fn):
     fn = click.option("--hw", "preset", default=None, help="Hardware preset or YAML file (default: the instance's).")(fn)
     fn = click.option("--set", "sets", multiple=True, help="Hardware override KEY=VALUE.")(fn)
-    fn = click.option("--time-limit", type=TIME_LIMIT, default=30.0, show_default=True,
-                      help="CP-SAT wall-clock limit (s).")(fn)
+    fn = click.option("--time-limit", type=TIME_LIMIT, default=60.0, show_default=True,
+                      help="CP-SAT wall-clock guard (s); a search it stops is reported as not reproducible.")(fn)
     fn = click.option("--workers", type=WORKERS, default=2, show_default=True,
                       help="CP-SAT workers (interleaved deterministically).")(fn)
     fn = click.option("--seed", type=SEED, default=0, show_default=True, help="CP-SAT random seed (int32).")(fn)
     fn = click.option("--groups", type=click.IntRange(min=1), default=4, show_default=True,
                       help="Channel groups (identical channels scheduled in lockstep).")(fn)
     fn = click.option("--timing-only", is_flag=True, help="Simulate timing only (no values).")(fn)
-    fn = click.option("--deterministic-time", type=DETERMINISTIC_TIME, default=None,
-                      help="CP-SAT deterministic-time budget: the same bytes on every run even when the search "
-                           "is cut off (the wall-clock --time-limit still applies).")(fn)
+    fn = click.option("--deterministic-time", type=DETERMINISTIC_TIME, default=DEFAULT_WORK_BUDGET,
+                      show_default=True,
+                      help="CP-SAT work budget (deterministic s): a search it ends gives the same bytes on every "
+                           "run whatever the machine's load (the wall-clock --time-limit stays a guard).")(fn)
     return fn
 
 
@@ -232,7 +233,14 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     if functional:
         state, inputs = ir.generate_state(program, seed=seed), ir.generate_inputs(program, seed=seed)
     t0 = time.perf_counter()
-    res = sim.simulate(hw, streams, program=program, state=state, inputs=inputs, functional=functional)
+    try:
+        res = sim.simulate(hw, streams, program=program, state=state, inputs=inputs, functional=functional)
+    except sim.SimulationError as e:
+        # an emitted program the simulator refuses is a compiler bug; one changed since is not
+        changed = _against_compiled(streams, manifest, 0).get("program_modified")
+        what = {True: "the program (changed since it was compiled)", False: "the emitted program",
+                None: "the program"}[changed]
+        raise CompilerError(f"the simulator rejects {what}: {e}") from None
     wall = time.perf_counter() - t0
     match = err = bits = None
     if functional:
@@ -249,7 +257,7 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         write_vcd(vcd, res.log, hw)
     summary = res.summary()
     n_cmds = int(sum(summary["commands"].values()))
-    compiled = _against_compiled(streams, manifest, int(res.cycles), bool(preset or sets))
+    compiled = _against_compiled(streams, manifest, int(res.cycles))
     out = {"cycles": int(res.cycles), "time_us": round(res.cycles * hw.timing.tCK_ns / 1000, 3),
            "dram_commands": n_cmds, "wall_seconds": round(wall, 3),
            "commands_per_second": round(n_cmds / wall) if wall > 0 else None,
@@ -284,7 +292,7 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         raise UserError(f"simulated values differ from the bit-true model: {bits.summary()}")
 
 
-def _against_compiled(streams, manifest: dict, cycles: int, overridden: bool) -> dict:
+def _against_compiled(streams, manifest: dict, cycles: int) -> dict:
     """What the manifest says was compiled, against what was simulated: the program's digest
     (changed since?) and the predicted cycles (slower / faster?)."""
     from hwmodel.streams import program_digest

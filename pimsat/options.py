@@ -97,3 +97,9 @@ class PimsatGroup(click.Group):
 
     def invoke(self, ctx):
         return self._one_line(super().invoke, ctx)
+
+
+#: Default CP-SAT work budget, deterministic seconds. On the 2-core CI machine one deterministic
+#: second took 5-10 s of wall time on a random 800-task problem (bench/solver_bench.py sizes), so
+#: 2.5 ends well inside the 60 s wall-clock guard; every repository instance ends by proof sooner.
+DEFAULT_WORK_BUDGET = 2.5

@@ -17,6 +17,7 @@ from solver.lower import LowerOptions, LoweringError, lower
 from solver.problem import SchedulingProblem, Solution
 from solver.template import expand, layer_count, template_problem
 
+from .options import DEFAULT_WORK_BUDGET
 from .instance import Instance
 from .sizes import format_bytes, resident_bytes
 
@@ -27,11 +28,13 @@ FUNCTIONAL_LIMIT_BYTES = 2 * 2**30
 @dataclass
 class SolveOptions:
     method: str = "cpsat"  # cpsat | greedy | naive
-    time_limit: float = 30.0
+    time_limit: float = 60.0  # wall-clock guard (s); a search it stops is not reproducible (Solution.search_end)
     workers: int = 2
     seed: int = 0
     groups: int = 4
-    deterministic_time: float | None = None  # CP-SAT deterministic budget: reproducible even when cut off
+    # CP-SAT's work budget (deterministic seconds): a search it ends gives the same program on every
+    # run, whatever the load. None: the wall clock alone (not reproducible when it stops the search)
+    deterministic_time: float | None = DEFAULT_WORK_BUDGET
     functional: bool | None = None  # None: functional when it fits FUNCTIONAL_LIMIT_BYTES
     record: bool = True  # keep the simulator's command log (trace.json); timing-only runs without it are streamed
     progress: Callable[[float, int | None, int | None], None] | None = None

@@ -35,6 +35,7 @@ def report_dict(r: RunResult) -> dict[str, Any]:
         "hardware": r.hardware.name,
         "method": r.solution.method,
         "status": status_of(r) if r.solution.method == "cpsat" else r.solution.status,
+        "search_end": None if r.solution.search_end is None else str(r.solution.search_end),
         "objective_cycles": predicted,
         "bound_cycles": bound,
         "lower_bound_cycles": lb,
@@ -75,7 +76,9 @@ def print_summary(rep: dict[str, Any], console: Console | None = None) -> None:
     def cyc(x):
         return "—" if x is None else f"{x:,}"
 
-    t.add_row("method / status", f"{rep['method']} / {rep['status']}")
+    end = {"work budget": " (search ended by its work budget: reproducible)",
+           "wall clock": " (search cut short by the wall clock: not reproducible)"}.get(rep.get("search_end") or "", "")
+    t.add_row("method / status", f"{rep['method']} / {rep['status']}{end}")
     t.add_row("predicted makespan", f"{cyc(rep['objective_cycles'])} cycles ({rep['time_ns'] / 1000:,.1f} µs)")
     t.add_row("simulated", f"{cyc(rep['simulated_cycles'])} cycles")
     t.add_row("solver bound (proven)", cyc(rep["bound_cycles"]))

@@ -28,6 +28,7 @@ rules) and consumed by `solver.cpsat` and `solver.heuristics`, which return a `S
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 HOST = "host"
 
@@ -175,6 +176,18 @@ class SchedulingProblem:
         return total
 
 
+class SearchEnd(str, Enum):
+    """What ended a CP-SAT search. `proof` and `work_budget` are reproducible (the same result on
+    every run, whatever the machine's load); `wall_clock` is not."""
+
+    proof = "proof"               # OPTIMAL or INFEASIBLE proven (or the hint met the lower bound)
+    work_budget = "work budget"   # the deterministic-time budget ran out
+    wall_clock = "wall clock"     # the wall-clock guard stopped it first: depends on the load
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass
 class Solution:
     """What a solver decided: a mode per job and a start cycle per task of the chosen modes."""
@@ -188,6 +201,7 @@ class Solution:
     wall_seconds: float
     history: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # (t, incumbent, bound)
     message: str = ""
+    search_end: "SearchEnd | None" = None  # cpsat: what ended the search (None: a heuristic)
 
     @property
     def gap(self) -> float | None:

@@ -36,7 +36,7 @@ from solver.cpsat.precedence import add_precedence
 from solver.cpsat.refresh import add_refresh
 from solver.cpsat.resources import add_resources
 from solver.cpsat.symmetry import add_symmetry_breaking, canonical_hint
-from solver.problem import SchedulingProblem, Solution
+from solver.problem import SchedulingProblem, SearchEnd, Solution
 
 Progress = Callable[[float, "int | None", "int | None"], None]
 
@@ -116,12 +116,12 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
 
 
 def _result(status: str, modes, starts, objective, bound, t0, history, notes,
-            msg: str = "") -> Solution:
+            msg: str = "", end: SearchEnd = SearchEnd.proof) -> Solution:
     wall = time.perf_counter() - t0
     message = "; ".join([m for m in [msg] + notes if m])
     return Solution(method="cpsat", status=status, modes=dict(modes), starts=dict(starts),
                     objective=objective, bound=bound, wall_seconds=wall, history=history,
-                    message=message)
+                    message=message, search_end=end)
 
 
 def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: int = 2,
@@ -258,6 +258,19 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
     finally:
         timer.cancel()
     status = _STATUS.get(code, "UNKNOWN")
+    det_used, wall_used = float(solver.deterministic_time), float(solver.wall_time)
+    end = SearchEnd.proof
+    if status not in ("OPTIMAL", "INFEASIBLE"):
+        # what ended the search: the work budget (reproducible) or the wall clock (load-dependent)
+        if deterministic_time is not None and det_used >= 0.999 * float(deterministic_time):
+            end = SearchEnd.work_budget
+            notes.append(f"search ended by its work budget ({det_used:.2f} deterministic s, {wall_used:.1f} s "
+                         "wall): reproducible")
+        else:
+            end = SearchEnd.wall_clock
+            budget = "no" if deterministic_time is None else f"{float(deterministic_time):g}"
+            notes.append(f"search cut short by the wall clock ({wall_used:.1f} s, {det_used:.2f} of {budget} "
+                         "deterministic s): not reproducible, the result depends on the machine's load")
     if rec.stopped_by_guard:
         notes.append("stopped by the wall-clock guard")
     if rec.progress_error is not None:
@@ -281,7 +294,7 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
             bound = obj
         bound = min(bound, obj)
         history.append((time.perf_counter() - t0, obj, bound))
-        return _result(status, modes, starts, obj, bound, t0, history, notes)
+        return _result(status, modes, starts, obj, bound, t0, history, notes, end=end)
 
     if status == "INFEASIBLE":
         if hint is not None:  # cannot happen: the hint is a feasible assignment
@@ -306,6 +319,6 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
         history.append((time.perf_counter() - t0, hint_obj, min(bound, hint_obj)))
         return _result("FEASIBLE", hint.modes, hint.starts, hint_obj, min(bound, hint_obj), t0,
                        history, notes, "time limit reached before CP-SAT found a solution: "
-                       f"returning the hint ({hint.method})")
+                       f"returning the hint ({hint.method})", end=end)
     return _result("UNKNOWN", {}, {}, None, bound, t0, history, notes,
-                   "time limit reached before any solution")
+                   "time limit reached before any solution", end=end)
