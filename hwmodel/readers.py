@@ -54,9 +54,38 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
     return f"{problem} ({context})" if context else problem
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key, mark):
+        super().__init__()
+        self.problem, self.problem_mark, self.context = f"duplicate key {key!r}", mark, None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last one
+    silently: `seed: 1` ... `seed: 2` would be read as 2 without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                dup = key in seen
+            except TypeError:
+                continue      # an unhashable key: the base constructor reports it
+            if dup:
+                raise _DuplicateKey(key, key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _StrictLoader.construct_mapping)
+
+
 def parse_yaml(text: str, source: str, error: type[Exception]) -> Any:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         raise error(f"{source}: {_yaml_where(e)}: not valid YAML: {_yaml_problem(e)}") from None
     except RecursionError:

@@ -204,6 +204,10 @@ INSTANCES = [
      ["i.yaml", "line 3", "column"]),
     ("yaml-tab", lambda t: ["show", write(t / "i.yaml", "name: a\nprogram:\n\tkind: gemv\n")],
      ["i.yaml", "line 3", "column"]),
+    # PyYAML keeps the last of two equal keys without a word: the first `seed` would be ignored
+    ("yaml-duplicate-key", lambda t: ["show", write(t / "i.yaml", "name: a\nseed: 1\nprogram: {kind: gemv, n: 8, "
+                                                              "k: 16}\nseed: 2\n")],
+     ["i.yaml", "line 4", "duplicate key 'seed'"]),
     ("json-syntax-line-column", lambda t: ["show", write(t / "i.json", '{"name": "a",\n "program": }')],
      ["i.json", "line 2", "column"]),
     ("alias-bomb-top", lambda t: ["show", write(t / "b.yaml", _bomb())], ["b.yaml", "alias"]),
@@ -359,6 +363,7 @@ def _utf8_aliases(t):
 
 def _small_aliases(t):
     data = yaml.safe_load(GEMV.read_text())
+    data.pop("description", None)      # (appended below: a second `description` would be a duplicate key)
     text = yaml.safe_dump(data).replace("preset: fpga-proto", "preset: &p fpga-proto")
     return ["show", write(t / "ok.yaml", text + "description: *p\n")]
 
