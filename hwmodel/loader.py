@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from .model import DERIVED_PARAMS, Hardware, link_burst_cycles
-from .readers import check_size, load_file
+from .readers import load_file, parse_yaml
 
 PRESET_DIR = Path(str(resources.files("hwmodel") / "presets"))
 _TABLE_FILE = "_timing_table.yaml"
@@ -52,14 +52,8 @@ def resolve_source(name_or_path: str) -> Path:
 
 
 def _parse_value(label: str, text: str) -> Any:
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise HardwareError(f"{label}: cannot parse value {text!r}: {getattr(e, 'problem', e)}") from None
-    except RecursionError:
-        raise HardwareError(f"{label}: value nested too deeply") from None
-    check_size(value, label, HardwareError)
-    return value
+    """An override's value as YAML (a number, a list, a mapping), size-checked like a file."""
+    return parse_yaml(text, f"{label}: cannot parse value {text!r}", HardwareError)
 
 
 def _labels(overrides: list[str], labels: list[str] | None) -> list[str]:
