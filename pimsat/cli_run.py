@@ -328,7 +328,7 @@ def demo(time_limit) -> None:
     for rep in rows:
         t.add_row(rep["method"], f"{rep['objective_cycles']:,}", f"{rep['simulated_cycles']:,}",
                   f"{rep['simulated_cycles'] / rep['bandwidth_bound_cycles']:.3f}×",
-                  "match" if rep["outputs_match"] else str(rep["outputs_match"]))
+                  ("match, bit-exact" if rep.get("bit_exact") else "match") if rep["outputs_match"] else str(rep["outputs_match"]))
     console.print(t)
     console.print("For comparison: a published simulator of this chip (SAITPublic/PIMSimulator) needs 13,166 "
                   "cycles for the same GEMV, 36,082 without PIM.")

@@ -28,7 +28,7 @@ Execution rules (hwmodel/isa.yaml says what each instruction does):
 * Completion: RD, RDACC issue + CL + BL2; WR, WRGB + CWL + BL2; MAC + tMACL; ACT + tRCDRD;
   PRE + tRP; REF + tRFC; a sweep: its last command's. SIG id is set at max(completion of every
   earlier instruction of the stream, previous instruction's issue + 1 on channels); WAIT id holds
-  the stream's next instruction until signal + sync_cycles. Host: see sim/host.py.
+  the stream's next instruction until signal + sync_cycles. Host: see sim/host.py (costs: hwmodel/host_costs.py).
 * Data (functional runs): see sim/functional.py and sim/memory.py. Host tensors by symbol name:
   program inputs and host copies of state (a state tensor named in the symbols) start
   initialised and read-only; `X#acc` (fp32 zeros, X's shape) is the staging tensor RDACC adds

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from math import ceil
 
 from hwmodel import Hardware
+from hwmodel.host_costs import host_op_cycles
 from ir import Program
-from sim.host import host_op_cycles
 
 from .mvshape import mv_shape
 from .problem import HOST, Refresh, SchedulingProblem

@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
 from hwmodel.isa import ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
 from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND
 from sim.encode import encode_stream
-from sim.host import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
 
 from . import assemble
 from .assemble import HOST_STREAM, DecodeError, signal_plan  # noqa: F401  (DecodeError: part of the API)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from hwmodel import Hardware
+from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, epilogue_cycles, host_op_cycles
 from ir import OpKind, Program
-from sim.host import chain_cycles, epilogue_chain_cycles, epilogue_cycles, host_op_cycles
 
 from .emit_mv import MVEmitter
 from .host_emit import emit_weight_read
@@ -402,7 +402,7 @@ class _TooBig(Exception):
 
 
 class HostCosts:
-    """Host busy cycles of an op (HOP) or of a PIM op's epilogue (EPI): sim/host.py's rules."""
+    """Host busy cycles of an op (HOP) or of a PIM op's epilogue (EPI): hwmodel/host_costs.py."""
 
     def __init__(self, hw: Hardware, program: Program):
         self.hw, self.p = hw, program

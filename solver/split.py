@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sim.host import epilogue_chain_cycles, mv_chain_cycles
+from hwmodel.host_costs import epilogue_chain_cycles, mv_chain_cycles
 
 from .mvshape import MVShape, row_range
 from .problem import HOST, Edge, Mode, Task

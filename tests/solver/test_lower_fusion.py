@@ -29,7 +29,7 @@ def test_fused_group_epilogues_are_one_launch():
     """The fused Q/K/V mode runs its three epilogues as one host task: one dispatch, the two
     later epilogues chained (and the simulator charges the chained EPIs the same)."""
     from hwmodel import load_hardware
-    from sim.host import epilogue_chain_cycles, epilogue_cycles
+    from hwmodel.host_costs import epilogue_chain_cycles, epilogue_cycles
     from solver.lower import LowerOptions, lower
 
     hw = load_hardware("hbm2-pim", ["organization.channels=8"])
