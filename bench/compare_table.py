@@ -3,8 +3,9 @@
     .venv/bin/python bench/compare_table.py OUT.json... [--phases] [--bounds BOUNDS.json]
 
 Columns: naive, greedy, cpsat simulated cycles; cpsat status; CP-SAT's proven bound (one layer for
-template solves: blank); the solver-free bound and cpsat's distance to it; naive / cpsat; exact
-(every method: simulated = predicted, 0 violations, and cpsat <= greedy <= naive); with
+template solves: blank); the solver-free bound and cpsat's distance to it; naive / cpsat (below
+1.00x: naive's program is faster, outside the space cpsat searches); exact (every method:
+simulated = predicted and 0 violations); with
 --phases also cpsat's lower / solve / decode / simulate seconds and instruction count. With
 --bounds, the solver-free bounds come from `bench/bounds.py --json` (for reports written before a
 change to the bound; the programs and their cycles do not depend on it).
@@ -37,8 +38,7 @@ def rows(reports: list[dict], phases: bool, bounds: dict[str, int] | None = None
         cyc = {k: m[k]["simulated_cycles"] for k in ("naive", "greedy", "cpsat")}
         cp = m["cpsat"]
         lb = (bounds or {}).get(name, cp["lower_bound_cycles"])
-        exact = all(r["predicted_minus_simulated"] == 0 and r["violations"] == 0 for r in m.values()) \
-            and cyc["cpsat"] <= cyc["greedy"] <= cyc["naive"]
+        exact = all(r["predicted_minus_simulated"] == 0 and r["violations"] == 0 for r in m.values())
         cells = [name, _n(cyc["naive"]), _n(cyc["greedy"]), _n(cyc["cpsat"]), cp["status"], _n(cp["bound_cycles"]),
                  _n(lb), f"+{100 * (cyc['cpsat'] / lb - 1):.1f} %", f"{cyc['naive'] / cyc['cpsat']:.2f}×",
                  "yes" if exact else "NO"]
