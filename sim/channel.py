@@ -25,15 +25,26 @@ from hwmodel.model import COMMANDS
 from .jit import njit
 from .result import LOG_DTYPE
 
-# ---- layout shared with encode.py and timing.py -------------------------------------------------
+# ---- the table layout of hwmodel/table.py, and the kernel's own constants -------------------------
 # Defined here, not imported: numba's on-disk cache is keyed on this file only, so every constant
-# the kernel reads must live in it.
+# the kernel reads must live in it (the layout ones are checked against hwmodel/table.py below).
 ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC = range(8)
 assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC"), "update the kernel's command indices"
 OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV = 8, 9, 10, 11, 12
 # instruction table columns (see encode.py)
 (C_OP, C_STAMP, C_MASK, C_ROW, C_COL, C_N, C_GB, C_ACC, C_CNT, C_BANK, C_SYM) = range(11)
 WIDTH = 11
+
+
+def _check_layout() -> None:
+    """The kernel's copy of the table layout equals hwmodel/table.py's (the definition)."""
+    from hwmodel.table import LAYOUT
+
+    mine = {k: v for k, v in globals().items() if k in LAYOUT}
+    assert mine == LAYOUT, f"sim/channel.py's table layout differs from hwmodel/table.py: {mine} != {LAYOUT}"
+
+
+_check_layout()
 # hardware scalars (see timing.py)
 (HWP_NB, HWP_NG, HWP_NR, HWP_NPU, HWP_NU, HWP_NCOL, HWP_NROW, HWP_GB, HWP_ACC, HWP_TREFI,
  HWP_MAXP, HWP_SYNC, HWP_RECORD, HWP_TGB, HWP_R, HWP_BPB, HWP_MAXPULL, HWP_MAXGAP) = range(18)

@@ -18,7 +18,7 @@ import numpy as np
 
 from hwmodel.isa import Instruction, make
 from hwmodel.streams import LazyStream
-from sim.channel import C_ROW, C_STAMP, WIDTH
+from hwmodel.table import C_ROW, C_STAMP, WIDTH
 
 HOST_STREAM = -1
 

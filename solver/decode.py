@@ -25,8 +25,8 @@ from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, mv_chain_cyc
 from hwmodel.isa import ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import _no_gc
 from hwmodel.streams import Placement, StreamSet
+from hwmodel.table import encode_stream
 from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND
-from sim.encode import encode_stream
 
 from . import assemble
 from .assemble import HOST_STREAM, DecodeError, signal_plan  # noqa: F401  (DecodeError: part of the API)

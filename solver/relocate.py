@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sim.channel import ACT, C_OP, C_ROW, C_SYM
+from hwmodel.table import ACT, C_OP, C_ROW, C_SYM
 
 from .tiling import Tiling, channel_parts, channel_signature, structure_key
 

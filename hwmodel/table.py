@@ -1,0 +1,122 @@
+"""The encoded-table layout: how an instruction stream becomes the int64 table the channel
+kernel reads (hardware semantics of the ISA encoding; the solver builds tables with it, the
+simulator executes them). sim/channel.py keeps its own copy of the constants (numba's cache is
+keyed on that file) and asserts them equal to these.
+
+One row per instruction, columns (see C_*): internal opcode (0..7 = index into
+hwmodel.model.COMMANDS, then SIG, WAIT, HOP, EPI, HMV), stamp (-1 = unstamped), bank mask, row,
+column, number of bus commands, global-buffer burst, accumulator, count field, bank field
+(-1 for mask instructions), host symbol (src / dst; -1 if none). RDACC moves
+ceil(4*count / burst_bytes) bursts: that many commands.
+"""
+from __future__ import annotations
+
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
+
+from .isa import Instruction
+from .model import COMMANDS, Hardware
+
+#: command indices (0..7 follow hwmodel.model.COMMANDS), then the non-command instructions
+ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC = range(8)
+assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC"), "update the command indices"
+OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV = 8, 9, 10, 11, 12
+#: instruction table columns
+(C_OP, C_STAMP, C_MASK, C_ROW, C_COL, C_N, C_GB, C_ACC, C_CNT, C_BANK, C_SYM) = range(11)
+WIDTH = 11
+LAYOUT = dict(ACT=ACT, PRE=PRE, RD=RD, WR=WR, REF=REF, MAC=MAC, WRGB=WRGB, RDACC=RDACC, OP_SIG=OP_SIG,
+              OP_WAIT=OP_WAIT, OP_HOP=OP_HOP, OP_EPI=OP_EPI, OP_HMV=OP_HMV, C_OP=C_OP, C_STAMP=C_STAMP,
+              C_MASK=C_MASK, C_ROW=C_ROW, C_COL=C_COL, C_N=C_N, C_GB=C_GB, C_ACC=C_ACC, C_CNT=C_CNT,
+              C_BANK=C_BANK, C_SYM=C_SYM, WIDTH=WIDTH)
+
+OPCODES = {**{c: i for i, c in enumerate(COMMANDS)}, "SIG": OP_SIG, "WAIT": OP_WAIT, "HOP": OP_HOP, "EPI": OP_EPI,
+           "HMV": OP_HMV}
+
+
+assert max(OPCODES.values()) < 32  # encode_stream keys distinct commands by (field tuple id << 5 | opcode)
+_NARGS = np.zeros(len(OPCODES), dtype=np.int64)
+for _m, _c in OPCODES.items():
+    from .isa import ISA as _ISA
+    _NARGS[_c] = len(_ISA.by_mnemonic(_m).fields)
+
+
+_OP, _CYCLE, _ARGS = attrgetter("op"), attrgetter("cycle"), attrgetter("args")
+
+
+def encode_stream(hw: Hardware, stream: list[Instruction]) -> np.ndarray:
+    """Vectorised: a few passes over the Instruction objects, the rest in numpy.
+
+    Emitters hand out one object per distinct command (a MAC, ACT or GB write recurs across
+    passes, chunks and channels) and stamping keeps its field tuple, so the fields are decoded
+    once per distinct field tuple (by identity) and the rows gathered from those."""
+    n = len(stream)
+    if n == 0:
+        return np.zeros((0, WIDTH), dtype=np.int64)
+    opc = np.fromiter(map(OPCODES.__getitem__, map(_OP, stream)), dtype=np.int64, count=n)
+    try:
+        stamps = np.fromiter(map(_CYCLE, stream), dtype=np.int64, count=n)
+    except TypeError:  # unstamped instructions (None)
+        stamps = np.fromiter((-1 if c is None else c for c in map(_CYCLE, stream)), dtype=np.int64, count=n)
+    # identity of (opcode, field tuple): the tuples are alive in `stream`, so ids are distinct
+    ids = np.fromiter(map(id, map(_ARGS, stream)), dtype=np.uint64, count=n)
+    out = None
+    if n > 64 and int(ids.max()) < 1 << 58:
+        uniq, first, inverse = np.unique((ids.astype(np.int64) << 5) | opc, return_index=True, return_inverse=True)
+        if 2 * len(uniq) <= n:
+            out = _encode_fields(hw, [stream[i] for i in first], opc[first])[inverse.reshape(-1)]
+    if out is None:
+        out = _encode_fields(hw, stream, opc)
+    out[:, C_STAMP] = stamps
+    return out
+
+
+def _encode_fields(hw: Hardware, stream: list[Instruction], opc: np.ndarray) -> np.ndarray:
+    """The rows of `stream` but for the stamp column."""
+    n = len(stream)
+    out = np.zeros((n, WIDTH), dtype=np.int64)
+    out[:, C_OP] = opc
+    lens = _NARGS[opc]
+    flat = np.fromiter(chain.from_iterable(map(_ARGS, stream)), dtype=np.int64, count=int(lens.sum()))
+    off = np.cumsum(lens) - lens
+    out[:, C_BANK] = -1
+    out[:, C_COL] = -1
+    out[:, C_N] = 1
+    out[:, C_CNT] = 1
+    out[:, C_SYM] = -1
+
+    def arg(sel, k):
+        return flat[off[sel] + k]
+
+    bpb = hw.organization.burst_bytes
+    for code in np.unique(opc):
+        sel = opc == code
+        if code == OPCODES["ACT"]:
+            out[sel, C_MASK], out[sel, C_ROW] = arg(sel, 0), arg(sel, 1)
+        elif code == OPCODES["PRE"]:
+            out[sel, C_MASK] = arg(sel, 0)
+        elif code in (OPCODES["RD"], OPCODES["WR"]):
+            out[sel, C_BANK], out[sel, C_COL] = arg(sel, 0), arg(sel, 1)
+            out[sel, C_N] = out[sel, C_CNT] = arg(sel, 2)
+            out[sel, C_SYM] = arg(sel, 3)
+        elif code == OPCODES["REF"]:
+            out[sel, C_MASK] = (1 << hw.organization.banks_per_channel) - 1
+        elif code == OPCODES["MAC"]:
+            out[sel, C_MASK], out[sel, C_COL] = arg(sel, 0), arg(sel, 1)
+            out[sel, C_N] = out[sel, C_CNT] = arg(sel, 2)
+            out[sel, C_GB], out[sel, C_ACC] = arg(sel, 3), arg(sel, 4)
+        elif code == OPCODES["WRGB"]:
+            out[sel, C_GB] = arg(sel, 0)
+            out[sel, C_N] = out[sel, C_CNT] = arg(sel, 1)
+            out[sel, C_SYM] = arg(sel, 2)
+        elif code == OPCODES["RDACC"]:
+            out[sel, C_BANK], out[sel, C_ACC] = arg(sel, 0), arg(sel, 1)
+            out[sel, C_CNT] = arg(sel, 2)
+            out[sel, C_N] = -(-4 * arg(sel, 2) // bpb)
+            out[sel, C_SYM] = arg(sel, 3)
+        else:  # SIG, WAIT (signal id), HOP, EPI, HMV (op index)
+            out[sel, C_ROW] = arg(sel, 0)
+            out[sel, C_N] = 0
+            out[sel, C_CNT] = 0
+    return out
