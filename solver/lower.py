@@ -218,26 +218,28 @@ class Lowerer:
                               payload, reads=reads))
         return modes
 
-    def _unfused_modes(self, name: str, ops: list[str]) -> list[Mode]:
+    def _unfused_modes(self, name: str, ops: list[str], style: str | None = None) -> list[Mode]:
         """The ops of a fusion group run one after another, each on all groups (each epilogue as
-        soon as its op is done)."""
+        soon as its op is done). `style` other than the lowering's: the vendor-style (closed-page)
+        emission as an alternative, "unfused-closed[all]" (what `naive` runs for a fused group)."""
         try:
-            return self._unfused_modes_unchecked(name, ops)
+            return self._unfused_modes_unchecked(name, ops, style or self.opt.style)
         except _TooBig as e:
             self.too_big[name] = min(self.too_big.get(name, e.rows), e.rows)
             return []
 
-    def _unfused_modes_unchecked(self, name: str, ops: list[str]) -> list[Mode]:
+    def _unfused_modes_unchecked(self, name: str, ops: list[str], style: str) -> list[Mode]:
+        tag = "unfused" if style == self.opt.style else "unfused-closed"
         index = {op.name: i for i, op in enumerate(self.p.ops)}
         channels = tuple(c for g in self.groups for c in g.channels)
         tasks, edges, inputs, payloads, usage, roles = [], [], [], [], {}, {}
         prev_epi = None
         for i, op in enumerate(ops):
             shape = mv_shape(self.p, op)
-            timing, layout = self._mv_timing(shape, channels, self.opt.style, "mv")
-            epi = Task(f"{name}/unfused/epi/{op}", HOST, self.host_cycles.epilogue(index[op]))
+            timing, layout = self._mv_timing(shape, channels, style, "mv")
+            epi = Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op]))
             for g in self.groups:
-                t = Task(f"{name}/unfused/{op}/{g.name}", g.name, timing.duration, self._refresh_credit(timing))
+                t = Task(f"{name}/{tag}/{op}/{g.name}", g.name, timing.duration, self._refresh_credit(timing))
                 roles[t.name] = ("mv", i)
                 tasks.append(t)
                 inputs.append(t.name)
@@ -248,9 +250,9 @@ class Lowerer:
             tasks.append(epi)
             roles[epi.name] = ("EPI", op)
             prev_epi = epi
-            payloads.append(MVPayload("mv", op, shape, tuple(g.name for g in self.groups), channels, self.opt.style))
-        outputs = {op: f"{name}/unfused/epi/{op}" for op in ops}  # each op's result after its own epilogue
-        return [Mode("unfused[all]", tuple(tasks), tuple(edges), tuple(inputs), prev_epi.name, usage,
+            payloads.append(MVPayload("mv", op, shape, tuple(g.name for g in self.groups), channels, style))
+        outputs = {op: f"{name}/{tag}/epi/{op}" for op in ops}  # each op's result after its own epilogue
+        return [Mode(f"{tag}[all]", tuple(tasks), tuple(edges), tuple(inputs), prev_epi.name, usage,
                      ModePayload(tuple(payloads), roles), outputs=outputs)]
 
     def _host_gemv_mode(self, name: str, op_index: int, shape: MVShape) -> Mode:
@@ -306,6 +308,7 @@ class Lowerer:
                 modes = self._pim_modes(name, shape, None, "fused")
                 if self.opt.style != "naive":
                     modes += self._unfused_modes(name, members)
+                    modes += self._unfused_modes(name, members, "naive")
                     modes += split_modes(self, name, shape, "fused-split")
                 else:
                     modes = self._unfused_modes(name, members)
