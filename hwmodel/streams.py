@@ -2,14 +2,16 @@
 table of host tensors and the placement of resident tensors in banks."""
 from __future__ import annotations
 
+import hashlib
+import json
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 
 import numpy as np
 
 from .isa import Instruction
-from .isa_codec import _no_gc
+from .isa_codec import _no_gc, encode_stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,16 +138,11 @@ class LazyStream(Sequence):
         return self._part(k)[i - self._offsets[k]]
 
 
-
 class ProgramDigest:
     """sha256 of what the hardware runs: ISA version, symbols, placements, then every stream's
     binary encoding (channels in order, then host), fed one stream at a time with `add`."""
 
     def __init__(self, ss: StreamSet):
-        import hashlib
-        import json
-        from dataclasses import astuple
-
         self._h = hashlib.sha256()
         self._h.update(json.dumps([ss.isa_version, list(ss.symbols), [list(astuple(p)) for p in ss.placements]],
                                   separators=(",", ":")).encode())
@@ -159,8 +156,6 @@ class ProgramDigest:
 
 
 def program_digest(ss: StreamSet) -> str:
-    from .isa_codec import encode_stream
-
     d = ProgramDigest(ss)
     for stream in [*ss.channels, ss.host]:
         d.add(encode_stream(stream))

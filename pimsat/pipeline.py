@@ -208,7 +208,8 @@ def bit_true_check(hw: Hardware, program: ir.Program, inputs, state, streams, re
     from sim import bittrue
 
     model = bittrue.run(hw, program, inputs, state, bittrue.Dispatch.from_host_stream(program, streams.host))
-    return bittrue.compare(program, result.host, model, banks=(result.resident, bittrue.bank_image(hw, program, model)))
+    image = bittrue.bank_image(hw, program, model, changed=result.resident.stored_into)
+    return bittrue.compare(program, result.host, model, banks=(result.resident, image))
 
 
 class InfeasibleError(RuntimeError):

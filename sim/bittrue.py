@@ -115,10 +115,12 @@ class BitCheck:
         return f"{sum(self.mismatches.values()):,} elements differ from the bit-true model; first: {self.first}"
 
 
-def bank_image(hw: Hardware, program: Program, model: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def bank_image(hw: Hardware, program: Program, model: Mapping[str, np.ndarray],
+               changed=lambda name: True) -> dict[str, np.ndarray]:
     """What the banks must hold at the end, per resident root tensor, in the PIM dtype: the
     weights as loaded; a kv cache as this step leaves it (positions 0..position; NaN beyond,
-    which is not compared)."""
+    which is not compared). Only the kv caches this step appends to and the tensors for which
+    `changed(name)` says the banks may differ from what was loaded (a WR wrote into their rows)."""
     final: dict[str, tuple[str, int]] = {}
     for op in program.ops:
         if op.kind is OpKind.kv_append:
@@ -126,6 +128,8 @@ def bank_image(hw: Hardware, program: Program, model: Mapping[str, np.ndarray]) 
     out = {}
     for t in program.tensors.values():
         if not t.resident or t.name not in model or program.storage(t.name) != t.name:
+            continue
+        if t.name not in final and not changed(t.name):
             continue
         if t.name in final:
             version, pos = final[t.name]

@@ -220,14 +220,12 @@ class Machine:
         return "host" if s == self.C else s
 
     def _later_hint(self, name: str) -> str:
-        if self._writers is None:
-            dst = {OPCODES[o]: f for o, f in (("RD", "dst"), ("RDACC", "dst"))}
+        if self._writers is None:  # (built on the first error only)
             names = set()
             for st in self.ss.channels:
                 for x in st:
-                    f = dst.get(OPCODES[x.op])
-                    if f is not None and 0 <= x.get(f) < len(self.ss.symbols):
-                        names.add(self.ss.symbols[x.get(f)])
+                    if x.op in ("RD", "RDACC") and 0 <= x.get("dst") < len(self.ss.symbols):
+                        names.add(self.ss.symbols[x.get("dst")])
             for x in self.ss.host:
                 if x.op in ("HOP", "EPI", "HMV") and 0 <= x.get("op") < len(self.program.ops):
                     o = self.program.ops[x.get("op")]
@@ -413,6 +411,7 @@ class Machine:
         v = pim_round(self.hw, self.read_padded(t, off, n * len(lanes), s, i, time)).reshape(n, len(lanes))
         row = int(self.openrow[s, b])
         data, written = self.banks.row(s, b, row)
+        self.banks.stored.add((s, row))
         data[col:col + n][:, lanes] = v
         written[col:col + n] = True
 

@@ -40,6 +40,7 @@ class BankMemory:
         self.NB = hw.organization.banks_per_channel
         self.rows: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._dtype = to_numpy_dtype(hw.pim.dtype)
+        self.stored: set[tuple[int, int]] = set()  # (channel, row) that a WR changed after loading
 
     def _alloc(self, ch: int, row: int) -> tuple[np.ndarray, np.ndarray]:
         r = self.rows.get((ch, row))
@@ -129,6 +130,15 @@ class ResidentView(Mapping):
     def __init__(self, banks: BankMemory, placements: list[Placement], shapes: dict[str, tuple[int, ...]]):
         self._banks, self._placements, self._shapes = banks, placements, shapes
         self._cache: dict[str, np.ndarray] = {}
+
+    def stored_into(self, name: str) -> bool:
+        """Whether a WR wrote into a DRAM row that holds part of `name` (else the banks still
+        hold it exactly as loaded)."""
+        stored = self._banks.stored
+        if not stored:
+            return False
+        return any((p.channel, r) in stored for p in self._placements if p.tensor == name
+                   for r, _o, _pos, _n in self._banks._segments(p))
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._cache:
