@@ -90,7 +90,7 @@ def _first(sol) -> float | None:
 def run(sizes: list[int], time_limit: float, workers: int, seed: int, n_groups: int = 4,
         params: dict | None = None, deterministic: bool = True) -> None:
     hdr = (f"{'tasks':>5} {'jobs':>4} {'naive':>10} {'greedy':>10} | {'hint':>5} {'first_s':>7} "
-           f"{'objective':>10} {'bound':>10} {'gap':>7} {'status':>8} {'wall_s':>6}")
+           f"{'objective':>10} {'bound':>10} {'gap':>7} {'status':>8} {'wall_s':>6} {'det_s':>6}")
     print(hdr)
     print("-" * len(hdr))
     for n in sizes:
@@ -113,7 +113,7 @@ def run(sizes: list[int], time_limit: float, workers: int, seed: int, n_groups: 
                   f"{'greedy' if auto else 'none':>5} "
                   f"{(f'{first:7.2f}' if first is not None else '    n/a')} "
                   f"{(s.objective or 0):>10,} {(s.bound or 0):>10,} {gap} {s.status:>8} "
-                  f"{wall:6.2f}", flush=True)
+                  f"{wall:6.2f} {(s.deterministic_seconds or 0):6.2f}", flush=True)
 
 
 def main() -> None:

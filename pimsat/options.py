@@ -99,7 +99,8 @@ class PimsatGroup(click.Group):
         return self._one_line(super().invoke, ctx)
 
 
-#: Default CP-SAT work budget, deterministic seconds. On the 2-core CI machine one deterministic
-#: second took 5-10 s of wall time on a random 800-task problem (bench/solver_bench.py sizes), so
-#: 2.5 ends well inside the 60 s wall-clock guard; every repository instance ends by proof sooner.
+#: Default CP-SAT work budget, deterministic seconds. On the 2-core machine CI runs on, the random
+#: 835-task problem of `python bench/solver_bench.py --sizes 800 --time-limit 10` used 0.83-1.00
+#: deterministic s in 10 s of wall time, so 2.5 ends after about 25-30 s, inside the 60 s
+#: wall-clock guard; every repository instance ends by proof much sooner.
 DEFAULT_WORK_BUDGET = 2.5

@@ -202,6 +202,7 @@ class Solution:
     history: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # (t, incumbent, bound)
     message: str = ""
     search_end: "SearchEnd | None" = None  # cpsat: what ended the search (None: a heuristic)
+    deterministic_seconds: float | None = None  # cpsat: CP-SAT's deterministic time the search used
 
     @property
     def gap(self) -> float | None:

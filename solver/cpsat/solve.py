@@ -116,12 +116,12 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
 
 
 def _result(status: str, modes, starts, objective, bound, t0, history, notes,
-            msg: str = "", end: SearchEnd = SearchEnd.proof) -> Solution:
+            msg: str = "", end: SearchEnd = SearchEnd.proof, det: float | None = None) -> Solution:
     wall = time.perf_counter() - t0
     message = "; ".join([m for m in [msg] + notes if m])
     return Solution(method="cpsat", status=status, modes=dict(modes), starts=dict(starts),
                     objective=objective, bound=bound, wall_seconds=wall, history=history,
-                    message=message, search_end=end)
+                    message=message, search_end=end, deterministic_seconds=det)
 
 
 def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: int = 2,
@@ -269,10 +269,9 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
         else:
             end = SearchEnd.wall_clock
             budget = "no" if deterministic_time is None else f"{float(deterministic_time):g}"
-            notes.append(f"search cut short by the wall clock ({wall_used:.1f} s, {det_used:.2f} of {budget} "
+            by = "the wall-clock guard" if rec.stopped_by_guard else "the wall clock"
+            notes.append(f"search cut short by {by} ({wall_used:.1f} s, {det_used:.2f} of {budget} "
                          "deterministic s): not reproducible, the result depends on the machine's load")
-    if rec.stopped_by_guard:
-        notes.append("stopped by the wall-clock guard")
     if rec.progress_error is not None:
         notes.append(f"progress callback disabled after error: {rec.progress_error!r}")
 
@@ -294,7 +293,7 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
             bound = obj
         bound = min(bound, obj)
         history.append((time.perf_counter() - t0, obj, bound))
-        return _result(status, modes, starts, obj, bound, t0, history, notes, end=end)
+        return _result(status, modes, starts, obj, bound, t0, history, notes, end=end, det=det_used)
 
     if status == "INFEASIBLE":
         if hint is not None:  # cannot happen: the hint is a feasible assignment
@@ -319,6 +318,6 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
         history.append((time.perf_counter() - t0, hint_obj, min(bound, hint_obj)))
         return _result("FEASIBLE", hint.modes, hint.starts, hint_obj, min(bound, hint_obj), t0,
                        history, notes, "time limit reached before CP-SAT found a solution: "
-                       f"returning the hint ({hint.method})", end=end)
+                       f"returning the hint ({hint.method})", end=end, det=det_used)
     return _result("UNKNOWN", {}, {}, None, bound, t0, history, notes,
-                   "time limit reached before any solution", end=end)
+                   "time limit reached before any solution", end=end, det=det_used)
