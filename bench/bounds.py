@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 
 from pimsat.instance import load_instance
-from pimsat.pipeline import SolveOptions, _lower_both_styles
+from pimsat.pipeline import SolveOptions, lower_program
 
 
 def bound_row(path: str) -> dict:
     inst = load_instance(path)
     program, hw = inst.build_program(), inst.build_hardware([], None)
-    _lowered, b = _lower_both_styles(inst, hw, program, SolveOptions().groups)
+    b = lower_program(hw, program, SolveOptions().groups).bounds
     return {"instance": inst.name, "bandwidth_bound_cycles": b.bandwidth_cycles,
             "bandwidth_refresh_bound_cycles": b.bandwidth_refresh_cycles,
             "critical_path_cycles": b.critical_path_cycles, "lower_bound_cycles": b.cycles}

@@ -123,3 +123,29 @@ def attn_context(attrs: dict, p: np.ndarray, cache: np.ndarray, e: int) -> np.nd
             vt = np.asarray(cache[bi, h // group, : pos + 1], dtype=F32).T      # [hd, L]
             out[bi, h] = dot(np.asarray(p[bi, h], dtype=F32)[None], vt, e)[0]
     return out.reshape(b, heads * hd)
+
+
+# ---- the tolerance check against the float reference ---------------------------------------------
+# The exact check is against the bit-true model (sim/bittrue.py); the float reference (ir.reference:
+# fp32 compute, one rounding) differs from the hardware's arithmetic by its summation order and
+# roundings. One rule, used by `pimsat solve`, `pimsat simulate` and `sim.verify`: an output matches
+# when max |got - ref| <= TOLERANCE[dtype] x max(1, max |ref|); integer outputs (argmax) exactly.
+TOLERANCE = {"fp16": 2e-2, "bf16": 6e-2, "fp32": 1e-4, "int32": 0.0}
+
+
+def within_tolerance(got: np.ndarray, ref: np.ndarray, dtype: str,
+                     tolerance: dict[str, float] | None = None) -> tuple[bool, float]:
+    """(match, max |got - ref|) of one output under the rule above (`tolerance` overrides entries
+    of TOLERANCE). A shape mismatch or NaN is no match, with error inf."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        return False, float("inf")
+    err = float(np.max(np.abs(got - ref))) if got.size else 0.0
+    if math.isnan(err):
+        return False, float("inf")
+    tol = {**TOLERANCE, **(tolerance or {})}.get(dtype, TOLERANCE["fp16"])
+    if tol == 0.0:
+        return err == 0.0, err
+    scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
+    return err <= tol * scale, err

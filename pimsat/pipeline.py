@@ -10,11 +10,13 @@ import numpy as np
 
 import ir
 from hwmodel import Hardware
+from hwmodel.numerics import within_tolerance
 from solver.bounds import Bounds, lower_bounds
 from solver.exact_durations import exact_durations
 from solver.decode import Compiled, decode
-from solver.lower import LowerOptions, LoweringError, lower
-from solver.problem import SchedulingProblem, Solution
+from solver.lower import LowerOptions, Lowering, LoweringError, lower
+from solver.payload import Style
+from solver.problem import Method, SchedulingProblem, Solution, Status
 from solver.template import expand, layer_count, template_problem
 
 from .options import DEFAULT_WORK_BUDGET
@@ -27,7 +29,7 @@ FUNCTIONAL_LIMIT_BYTES = 2 * 2**30
 
 @dataclass
 class SolveOptions:
-    method: str = "cpsat"  # cpsat | greedy | naive
+    method: Method = Method.CPSAT
     time_limit: float = 60.0  # wall-clock guard (s); a search it stops is not reproducible (Solution.search_end)
     workers: int = 2
     seed: int = 0
@@ -47,7 +49,7 @@ class RunResult:
     hardware: Hardware
     program: ir.Program
     problem: SchedulingProblem
-    lowering: Any
+    lowering: Lowering
     solution: Solution
     compiled: Compiled
     bounds: Bounds
@@ -64,10 +66,10 @@ def solve(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solution, lis
     program is faster: on a timeout or a model/refresh mismatch the best valid program wins)."""
     from solver.heuristics import solve_greedy, solve_naive
 
-    if opts.method == "naive":
+    if opts.method == Method.NAIVE:
         return solve_naive(problem), []
     greedy = solve_greedy(problem)
-    if opts.method == "greedy" or greedy.status == "INFEASIBLE":
+    if opts.method == Method.GREEDY or greedy.status == Status.INFEASIBLE:
         return greedy, []
     from solver.cpsat import solve_cpsat
 
@@ -81,11 +83,11 @@ def solve_layered(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solut
     from solver.heuristics import solve_greedy
 
     outside = solve_greedy(problem)
-    if outside.status == "INFEASIBLE":
+    if outside.status == Status.INFEASIBLE:
         return outside, []
     sub = template_problem(problem, outside)
     tpl, alts = solve(sub, opts)
-    if tpl.status == "INFEASIBLE":
+    if tpl.status == Status.INFEASIBLE:
         return tpl, []
     note = (f"layer template solved ({len(sub.jobs)} jobs, repeated {sub.repeat}x); the proven bound covers "
             f"one layer ({tpl.bound}) and is not reported for the whole step")
@@ -104,103 +106,199 @@ def functional_fits(program: ir.Program) -> bool:
     return program.weight_bytes() + program.kv_bytes() <= FUNCTIONAL_LIMIT_BYTES
 
 
-_LOWERED: dict[tuple, tuple] = {}  # the last instance's lowering: `compare` runs every method on it
+# ---- stages ------------------------------------------------------------------------------------
+# Each stage is a plain function from data to data; `run` composes them. Tools that need a slice
+# of the pipeline (bench/, `pimsat simulate`) call these, not `run`'s internals.
 
 
-def _lower_both_styles(instance: Instance, hw: Hardware, program: ir.Program, groups: int):
-    """Both lowering styles and the solver-free bound. They do not depend on the method, so the
-    last instance's are kept: the methods of one `compare` row lower once (the largest layers
-    spend most of their time here, timing every candidate's commands)."""
-    key = (instance.model_dump_json(), hw.model_dump_json(), groups)
-    if key not in _LOWERED:
-        try:
-            lowered = {s: lower(hw, program, LowerOptions(groups=groups, style=s)) for s in ("overlap", "naive")}
-        except LoweringError as e:
-            raise InfeasibleError(str(e)) from None
-        # the solver-free bound does not depend on the method: every op at its fastest mode of
-        # either lowering style, on the dependency graph
-        exact = {k: v for s in ("overlap", "naive") for k, v in exact_durations(*lowered[s]).items()}
-        bounds = lower_bounds(hw, program, lowered["overlap"][0], lowered["naive"][0], exact=exact)
-        _LOWERED.clear()
-        _LOWERED[key] = (lowered, bounds)
-    return _LOWERED[key]
+@dataclass(frozen=True)
+class Lowered:
+    """Both lowering styles of a program and its solver-free bound (which takes every op at its
+    fastest mode of either style, so it does not depend on the method)."""
+
+    by_style: dict[Style, tuple[SchedulingProblem, Lowering]]
+    bounds: Bounds
+
+    def for_method(self, method: Method | str) -> tuple[SchedulingProblem, Lowering]:
+        """The problem a method schedules: naive the vendor-style lowering, the others overlap."""
+        return self.by_style[Style.NAIVE if Method(method) is Method.NAIVE else Style.OVERLAP]
 
 
-def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[str, ...] = (),
-        preset: str | None = None) -> RunResult:
-    import sim
+def lower_program(hw: Hardware, program: ir.Program, groups: int) -> Lowered:
+    """Stage 1: lower both styles (exact task durations) and compute the solver-free bound."""
+    try:
+        by_style = {s: lower(hw, program, LowerOptions(groups=groups, style=s)) for s in Style}
+    except LoweringError as e:
+        raise InfeasibleError(str(e)) from None
+    exact = {k: v for s in Style for k, v in exact_durations(*by_style[s]).items()}
+    bounds = lower_bounds(hw, program, by_style[Style.OVERLAP][0], by_style[Style.NAIVE][0], exact=exact)
+    return Lowered(by_style, bounds)
 
-    clock: dict[str, float] = {}
+
+class LoweringCache:
+    """Lowered programs keyed by what lowering reads (the instance, the resolved hardware, the
+    group count), the last `size` kept: the methods of one `compare` row lower once (the largest
+    layers spend most of their time there, timing every candidate's commands)."""
+
+    def __init__(self, size: int = 1):
+        self.size = size
+        self._entries: dict[tuple, Lowered] = {}
+
+    def lowered(self, instance: Instance, hw: Hardware, program: ir.Program, groups: int) -> Lowered:
+        key = (instance.model_dump_json(), hw.model_dump_json(), groups)
+        hit = self._entries.pop(key, None)
+        if hit is None:
+            hit = lower_program(hw, program, groups)
+        self._entries[key] = hit  # most recent last
+        while len(self._entries) > self.size:
+            self._entries.pop(next(iter(self._entries)))
+        return hit
+
+
+DEFAULT_CACHE = LoweringCache()  # what `run` uses unless given another (the CLI's compare relies on it)
+
+
+@dataclass
+class Solved:
+    """Stage 2's result: the method's solution and the alternatives the selection may prefer (for
+    cpsat, the greedy hint)."""
+
+    solution: Solution
+    alternatives: list[Solution]
+    seconds: float
+
+
+def solve_program(problem: SchedulingProblem, opts: SolveOptions) -> Solved:
+    """Stage 2: schedule (a multi-layer program through its layer template, except naive)."""
     t0 = time.perf_counter()
-    program = instance.build_program()
-    hw = instance.build_hardware(hw_overrides, preset)
-    style = "naive" if opts.method == "naive" else "overlap"
-    _check_capacity(hw, program)
-    lowered, bounds = _lower_both_styles(instance, hw, program, opts.groups)
-    problem, lowering = lowered[style]
-    clock["lower"] = time.perf_counter() - t0
-
-    t1 = time.perf_counter()
-    if layer_count(problem) > 1 and opts.method != "naive":
+    if layer_count(problem) > 1 and Method(opts.method) is not Method.NAIVE:
         solution, alternatives = solve_layered(problem, opts)
     else:
         solution, alternatives = solve(problem, opts)
-    solve_seconds = time.perf_counter() - t1
-    if solution.status == "INFEASIBLE":
+    if solution.status == Status.INFEASIBLE:
         raise InfeasibleError(solution.message or "no schedule satisfies the capacity constraints")
+    return Solved(solution, alternatives, time.perf_counter() - t0)
 
-    functional = functional_fits(program) if opts.functional is None else opts.functional
-    t2 = time.perf_counter()
-    # The alternatives (the greedy hint) are decoded first and only their predicted cycles kept:
-    # one program's streams in memory at a time. The rare alternative that beats the solution is
-    # decoded again (decoding is deterministic).
+
+@dataclass
+class Selected:
+    """Stage 3's result: the program kept and the solution it decodes (status final)."""
+
+    solution: Solution
+    compiled: Compiled
+
+
+def final_status(solution: Solution, predicted_cycles: int) -> Status:
+    """The one rule for the status a report shows: CP-SAT's OPTIMAL holds for the model; when the
+    exact decode lost cycles to refresh placement (or another program was kept) it is FEASIBLE."""
+    s = Status(solution.status)
+    if s is Status.OPTIMAL and predicted_cycles > (solution.objective or 0):
+        return Status.FEASIBLE
+    return s
+
+
+def select_program(problem: SchedulingProblem, lowering: Lowering, solved: Solved, *, functional: bool,
+                   lazy: bool) -> Selected:
+    """Stage 3: decode the solution and keep the faster program. The alternatives are decoded
+    first and only their predicted cycles kept (one program's streams in memory at a time); the
+    rare alternative that beats the solution is decoded again (decoding is deterministic). A
+    solution the alternative beats keeps its bound but not its claim: FEASIBLE, with a note."""
+    solution = solved.solution
     best_alt, best_alt_cycles = None, None
-    for alt in alternatives:
+    for alt in solved.alternatives:
         if solution.modes and _same_program(solution, alt):
             continue  # same modes and task order: the decoder would emit the same program
         cycles = decode(problem, lowering, alt, placements=False, lazy=True).predicted_cycles  # no commands built
         if best_alt_cycles is None or cycles < best_alt_cycles:
             best_alt, best_alt_cycles = alt, cycles
-    # a streamed simulation (timing-only, no command log) reads lazily built streams, a task's
-    # encoded commands at a time: the program never sits in memory whole, and lockstep channels
-    # share one encoding of their commands
-    lazy = not functional and not opts.record
     compiled = decode(problem, lowering, solution, placements=functional, lazy=lazy) if solution.modes else None
     if best_alt is not None and (compiled is None or best_alt_cycles < compiled.predicted_cycles):
         note = (f"the {best_alt.method} hint decodes to {best_alt_cycles:,} cycles"
                 + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
                 + "; kept the faster program")
         compiled = None
+        kept = Status.FEASIBLE if solution.status in (Status.OPTIMAL, Status.FEASIBLE) else solution.status
         solution = replace(solution, modes=best_alt.modes, starts=best_alt.starts, objective=best_alt.objective,
-                           status="FEASIBLE" if solution.status in ("OPTIMAL", "FEASIBLE") else solution.status,
-                           message=(solution.message + " " if solution.message else "") + note)
+                           status=kept, message=(solution.message + " " if solution.message else "") + note)
         compiled = decode(problem, lowering, best_alt, placements=functional, lazy=lazy)
     if compiled is None:
         raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")
-    clock["decode"] = time.perf_counter() - t2
+    solution = replace(solution, status=final_status(solution, compiled.predicted_cycles))
+    return Selected(solution, compiled)
+
+
+@dataclass
+class Verdict:
+    """Stage 5's result: the simulated program against the compiler and the two references."""
+
+    outputs_match: bool | None  # within tolerance of the float reference (None: timing-only)
+    max_abs_error: float | None
+    bit_exact: bool | None  # equal to the bit-true model (None: timing-only)
+
+
+def simulate_program(hw: Hardware, program: ir.Program, compiled: Compiled, *, functional: bool, record: bool,
+                     seed: int, progress=None):
+    """Stage 4: run the streams in the simulator; (result, inputs, state) (inputs and state None
+    when timing-only)."""
+    import sim
 
     state = inputs = None
     if functional:
-        state = ir.generate_state(program, seed=instance.seed)
-        inputs = ir.generate_inputs(program, seed=instance.seed)
-    t3 = time.perf_counter()
+        state = ir.generate_state(program, seed=seed)
+        inputs = ir.generate_inputs(program, seed=seed)
     result = sim.simulate(hw, compiled.streams, program=program, state=state, inputs=inputs, functional=functional,
-                          record=opts.record, progress=opts.sim_progress)
-    clock["simulate"] = time.perf_counter() - t3
+                          record=record, progress=progress)
+    return result, inputs, state
 
+
+def verify_program(hw: Hardware, program: ir.Program, compiled: Compiled, result, inputs, state) -> Verdict:
+    """Stage 5: simulated cycles = predicted (else a compiler bug), and for a functional run the
+    outputs against the float reference (tolerance) and everything against the bit-true model."""
     if int(result.cycles) != compiled.predicted_cycles:
         raise VerificationError(f"simulated {int(result.cycles):,} cycles, the decoder predicted "
                                 f"{compiled.predicted_cycles:,}: the cost model and the simulator disagree")
-    match = err = bits = None
-    if functional:
-        reference = ir.run(program, inputs, state)
-        match, err = compare_outputs(program, result.outputs, reference)
-        bits = bit_true_check(hw, program, inputs, state, compiled.streams, result)
-        if not bits.exact:
-            raise VerificationError(f"the simulated program computes other bits than the hardware's arithmetic "
-                                    f"(sim/bittrue.py): {bits.summary()}")
-    return RunResult(instance, hw, program, problem, lowering, solution, compiled, bounds, result, match, err,
-                     solve_seconds, clock, bit_exact=None if bits is None else bits.exact)
+    if inputs is None:
+        return Verdict(None, None, None)
+    reference = ir.run(program, inputs, state)
+    match, err = compare_outputs(program, result.outputs, reference)
+    bits = bit_true_check(hw, program, inputs, state, compiled.streams, result)
+    if not bits.exact:
+        raise VerificationError(f"the simulated program computes other bits than the hardware's arithmetic "
+                                f"(sim/bittrue.py): {bits.summary()}")
+    return Verdict(match, err, True)
+
+
+def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[str, ...] = (),
+        preset: str | None = None, cache: LoweringCache | None = None) -> RunResult:
+    """instance -> program + hardware -> lowered -> solved -> selected program -> simulated -> verified."""
+    clock: dict[str, float] = {}
+    t0 = time.perf_counter()
+    program = instance.build_program()
+    hw = instance.build_hardware(hw_overrides, preset)
+    _check_capacity(hw, program)
+    lowered = (cache or DEFAULT_CACHE).lowered(instance, hw, program, opts.groups)
+    problem, lowering = lowered.for_method(opts.method)
+    clock["lower"] = time.perf_counter() - t0
+
+    solved = solve_program(problem, opts)
+
+    functional = functional_fits(program) if opts.functional is None else opts.functional
+    t2 = time.perf_counter()
+    # a streamed simulation (timing-only, no command log) reads lazily built streams, a task's
+    # encoded commands at a time: the program never sits in memory whole, and lockstep channels
+    # share one encoding of their commands
+    selected = select_program(problem, lowering, solved, functional=functional,
+                              lazy=not functional and not opts.record)
+    clock["decode"] = time.perf_counter() - t2
+
+    t3 = time.perf_counter()
+    result, inputs, state = simulate_program(hw, program, selected.compiled, functional=functional,
+                                             record=opts.record, seed=instance.seed, progress=opts.sim_progress)
+    clock["simulate"] = time.perf_counter() - t3
+    verdict = verify_program(hw, program, selected.compiled, result, inputs, state)
+    return RunResult(instance, hw, program, problem, lowering, selected.solution, selected.compiled, lowered.bounds,
+                     result, verdict.outputs_match, verdict.max_abs_error, solved.seconds, clock,
+                     bit_exact=verdict.bit_exact)
 
 
 def bit_true_check(hw: Hardware, program: ir.Program, inputs, state, streams, result):
@@ -234,25 +332,15 @@ def _check_capacity(hw: Hardware, program: ir.Program) -> None:
             f", {format_bytes((w + kv) / org.channels)} per channel needed, {format_bytes(org.channel_bytes)} available")
 
 
-TOLERANCE = {"fp16": 2e-2, "bf16": 6e-2, "fp32": 1e-4}
-
-
 def compare_outputs(program: ir.Program, outputs: dict[str, np.ndarray],
                     reference: dict[str, np.ndarray]) -> tuple[bool, float]:
-    """Every program output against the reference: same shape; floats within TOLERANCE[dtype]
-    relative to the output's magnitude (max(1, max|ref|)); integers (argmax) exactly equal."""
+    """Every program output against the float reference, by the one tolerance rule
+    (hwmodel.numerics.within_tolerance); (all match, the largest absolute error of a float output)."""
     ok, worst = True, 0.0
     for name in program.outputs:
-        t = program.tensors[name]
-        got = np.asarray(outputs[name], dtype=np.float64)
-        ref = np.asarray(reference[name], dtype=np.float64)
-        if got.shape != ref.shape:
-            return False, float("inf")
-        err = float(np.max(np.abs(got - ref))) if got.size else 0.0
-        if t.dtype.value == "int32":
-            ok &= err == 0.0
-            continue
-        scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
-        worst = max(worst, err)
-        ok &= err <= TOLERANCE.get(t.dtype.value, 2e-2) * scale
+        dtype = program.tensors[name].dtype.value
+        match, err = within_tolerance(outputs[name], reference[name], dtype)
+        ok &= match
+        if dtype != "int32":
+            worst = max(worst, err)
     return ok, worst

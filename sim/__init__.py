@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwmodel.model import Hardware
+from hwmodel.numerics import within_tolerance
 from hwmodel.streams import StreamSet
 
 from . import channel as _K
@@ -134,16 +135,13 @@ class Verification:
         return iter((self.outputs_match, self.max_abs_error))
 
 
-DEFAULT_ATOL = {"fp16": 1e-2, "bf16": 6e-2, "fp32": 1e-4, "int32": 0.0}
-
-
 def verify(result: SimResult, reference_outputs: dict[str, np.ndarray],
-           atol_by_dtype: dict[str, float] | None = None) -> Verification:
-    """Compare every program output of a functional run with the reference values.
-    Tolerance by the output's numpy storage dtype: float16 -> "fp16", float32 -> "fp32" (and
-    "bf16" if given a key "bf16" and the array is float32 with bf16-exact values), int32 exact.
+           tolerance_by_dtype: dict[str, float] | None = None) -> Verification:
+    """Compare every program output of a functional run with the reference values, by the one
+    tolerance rule (hwmodel.numerics.within_tolerance; `tolerance_by_dtype` overrides entries).
+    The dtype is the output's declared one, else guessed from its numpy storage (float16 -> fp16,
+    float32 with bf16-exact values -> bf16, other float32 -> fp32, integers exact).
     Unpack as `outputs_match, max_abs_error = verify(...)`."""
-    atol = {**DEFAULT_ATOL, **(atol_by_dtype or {})}
     if not result.functional:
         raise ValueError("verify needs a functional run")
     per: dict[str, float] = {}
@@ -151,16 +149,9 @@ def verify(result: SimResult, reference_outputs: dict[str, np.ndarray],
     for name, got in result.outputs.items():
         if name not in reference_outputs:
             raise KeyError(f"reference has no output '{name}'")
-        ref = np.asarray(reference_outputs[name])
-        if got.shape != ref.shape:
-            per[name], ok = float("inf"), False
-            continue
         key = result.output_dtypes.get(name) or _dtype_key(got)
-        err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) if got.size else 0.0
-        if np.isnan(err):
-            err = float("inf")
-        per[name] = err
-        ok = ok and err <= atol[key]
+        match, per[name] = within_tolerance(got, reference_outputs[name], key, tolerance_by_dtype)
+        ok = ok and match
     return Verification(ok, max(per.values(), default=0.0), per)
 
 

@@ -35,6 +35,7 @@ from .host_emit import emit_weight_read, encoded_weight_read
 from .kv_emit import emit_kv_append
 from .layout import Layout
 from .lower import Lowering
+from .payload import Role, TilingKind
 from .problem import HOST, SchedulingProblem, Solution
 from .relocate import Relocations
 from .symbols import Symbols, host_copy, staging
@@ -90,18 +91,18 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     and the task's duration and completion. Emission is deferred to stream building, so the
     commands of the whole program never sit in memory twice."""
     kind, what = role
-    if kind in ("EPI", "HOP"):
-        ins = make(kind, op=op_index[what])
+    if kind in (Role.EPI, Role.HOP):
+        ins = make(kind.value, op=op_index[what])
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
-    if kind == "HMVS":  # rows of gemvs on the host, one launch
+    if kind is Role.HMVS:  # rows of gemvs on the host, one launch
         seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
         busy = mv_chain_cycles(hw, program, [(op_index[o], n) for o, _r0, n in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
         return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
-    if kind in ("HOPS", "EPIS"):  # one launch, the later ops chained to the first
-        single = "HOP" if kind == "HOPS" else "EPI"
+    if kind in (Role.HOPS, Role.EPIS):  # one launch, the later ops chained to the first
+        single = "HOP" if kind is Role.HOPS else "EPI"
         seq = [make(single, op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
-        cost = chain_cycles if kind == "HOPS" else epilogue_chain_cycles
+        cost = chain_cycles if kind is Role.HOPS else epilogue_chain_cycles
         busy = cost(hw, program, [op_index[o] for o in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
         return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
@@ -109,7 +110,7 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
     g = groups[task.resource]
     cis = [pl.channels.index(c) for c in g.channels]
     per: dict[int, tuple] = {}
-    if kind == "append":
+    if kind is Role.APPEND:
         # one channel per distinct slot rows is emitted and timed here (StructureTimings.appends),
         # every channel's commands are emitted when its stream is read
         timed = timings.appends(lay, sym, cis, *pl.append)
@@ -123,7 +124,7 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
             if encode is not None:  # the encoded table leaves out host offsets: equal for those channels
                 per[pl.channels[ci]] += (partial(_encoded_append, hw, lay, sym, ci, pl.append, rows, encode),)
         return per, max(end, 1), comp, {}
-    if kind == "mv":
+    if kind is Role.MV:
         emitter = MVEmitter(hw, lay, sym, pl.style)
 
         def emit(ci: int) -> list[Instruction]:
@@ -142,7 +143,7 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
             inner[pl.channels[ci]] = tt.refreshes
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
         if encode is not None:  # encoded from a template (assemble: the stream's rows)
-            per[pl.channels[ci]] += ((lambda cache, ci=ci: emitter.encoded(ci, cache, encode, layers)) if kind == "mv"
+            per[pl.channels[ci]] += ((lambda cache, ci=ci: emitter.encoded(ci, cache, encode, layers)) if kind is Role.MV
                                      else (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode,
                                                                                     layers)),)
     return per, end, comp, inner
@@ -199,12 +200,12 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
             if want_placements:
                 placements.extend(lay.placements())
             in_banks.update(p.resident for p in pl.shape.parts) if pl.shape.parts else in_banks.add(pl.shape.resident)
-            if pl.kind == "hostgemv":
+            if pl.kind is TilingKind.HOSTGEMV:
                 for res in dict.fromkeys(p.resident for p in pl.shape.parts) if pl.shape.parts else (pl.shape.resident,):
                     sym.id(host_copy(res))
         for role in mode.payload.roles.values():
-            if role[0] == "HMVS":  # the staging tensors the HMVs add into
-                for o, _r0, _n in role[1]:
+            if role.role is Role.HMVS:  # the staging tensors the HMVs add into
+                for o, _r0, _n in role.arg:
                     sym.id(staging(program.op(o).outputs[0]))
         for task in mode.tasks:
             commands[task.name] = _task_commands(hw, program, sym, op_index, groups, task, mode.payload.roles[task.name],
@@ -212,7 +213,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
     host_ops = [o for j in problem.jobs for r in chosen[j.name].payload.roles.values()
-                for o in ((r[1],) if r[0] == "HOP" else r[1] if r[0] == "HOPS" else ())]
+                for o in ((r.arg,) if r.role is Role.HOP else r.arg if r.role is Role.HOPS else ())]
     # (a host GEMV or attention reads its bank-resident matrix through RD into X#host, not from host memory)
     host_reads = {n for o in host_ops for k, n in enumerate(program.op(o).inputs)
                   if not (program.op(o).kind in PIM_CAPABLE and k == RESIDENT_OPERAND[program.op(o).kind])}

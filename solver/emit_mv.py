@@ -26,6 +26,7 @@ import numpy as np
 from hwmodel import Hardware
 from hwmodel.isa import Instruction, make
 
+from .payload import Style
 from .refresh_points import with_refresh
 from .layout import Layout
 from .symbols import Symbols, staging
@@ -61,9 +62,9 @@ class _Template:
 
 
 class MVEmitter:
-    def __init__(self, hw: Hardware, layout: Layout, symbols: Symbols, style: str = "overlap"):
+    def __init__(self, hw: Hardware, layout: Layout, symbols: Symbols, style: Style = Style.OVERLAP):
         self.hw, self.lay, self.t, self.sym = hw, layout, layout.t, symbols
-        self.style = style
+        self.style = Style(style)
         self.bpp = hw.pim.banks_per_pu
         self.epb = hw.elements_per_burst
         self._staging = {out: symbols.id(staging(out)) for out in self.t.shape.outputs}  # RDACC destinations
@@ -216,7 +217,7 @@ class MVEmitter:
     def _gb_sequence(self, ci: int) -> list[Instruction]:
         """The channel's WRGB instructions in the order `_emit` places them."""
         steps = self._plan()[0]
-        overlap = self.style == "overlap" and self.t.double_buffer
+        overlap = self.style == Style.OVERLAP and self.t.double_buffer
         resident = self._resident_steps()
         out: list[Instruction] = []
         for i, (slot, _p, g, c) in enumerate(steps):
@@ -235,7 +236,7 @@ class MVEmitter:
         if cached is not None and cached[0] == key:
             return cached[1]
         steps = self._plan()[0]
-        double = self.style == "overlap" and self.t.double_buffer
+        double = self.style == Style.OVERLAP and self.t.double_buffer
         holds: dict[int, tuple[int, int, int]] = {}
         out = []
         for i, (slot, _p, g, c) in enumerate(steps):
@@ -263,7 +264,7 @@ class MVEmitter:
 
     def _emit(self, ci: int) -> list[Instruction]:
         t, lay, hw = self.t, self.lay, self.hw
-        overlap = self.style == "overlap"
+        overlap = self.style == Style.OVERLAP
         seq: list[Instruction] = []
         open_rows: dict[int, int] = {}  # bank set (bank index within the unit) -> open segment
         steps, access, next_seg = self._plan()

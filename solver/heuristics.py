@@ -39,7 +39,7 @@ import bisect
 import time
 
 from solver.cpsat.index import ProblemIndex, capacity_message, problem_index
-from solver.problem import HOST, Job, Mode, SchedulingProblem, Solution
+from solver.problem import HOST, Job, Method, Mode, SchedulingProblem, Solution, Status
 
 
 class Timeline:
@@ -75,7 +75,7 @@ class Timeline:
 
 
 def _infeasible(method: str, message: str, t0: float) -> Solution:
-    return Solution(method=method, status="INFEASIBLE", modes={}, starts={}, objective=None,
+    return Solution(method=method, status=Status.INFEASIBLE, modes={}, starts={}, objective=None,
                     bound=None, wall_seconds=time.perf_counter() - t0, message=message)
 
 
@@ -144,7 +144,7 @@ def schedule_with_modes(problem: SchedulingProblem, modes: dict[str, str],
         starts, local = sch.place(job, mode)
         sch.commit(job, mode, starts, local)
     wall = time.perf_counter() - t0
-    return Solution(method=method, status="HEURISTIC", modes=sch.modes, starts=sch.starts,
+    return Solution(method=method, status=Status.HEURISTIC, modes=sch.modes, starts=sch.starts,
                     objective=sch.max_end, bound=None, wall_seconds=wall,
                     history=[(wall, sch.max_end, None)])
 
@@ -187,7 +187,7 @@ def _greedy_pass(problem: SchedulingProblem, idx: ProblemIndex) -> Solution | st
         sch.commit(job, mode, starts, local)
         for g in groups:
             used[g] += mode.usage.get(g, 0) * rep
-    return Solution(method="greedy", status="HEURISTIC", modes=sch.modes, starts=sch.starts,
+    return Solution(method=Method.GREEDY, status=Status.HEURISTIC, modes=sch.modes, starts=sch.starts,
                     objective=sch.max_end, bound=None, wall_seconds=0.0)
 
 
@@ -248,19 +248,19 @@ def solve_greedy(problem: SchedulingProblem, naive_prefix: str = "naive") -> Sol
     a = _greedy_pass(problem, idx)
     if isinstance(a, Solution):
         candidates.append(a)
-    b = schedule_with_modes(problem, naive_modes(problem, naive_prefix), method="greedy")
-    if b.status == "HEURISTIC":
+    b = schedule_with_modes(problem, naive_modes(problem, naive_prefix), method=Method.GREEDY)
+    if b.status == Status.HEURISTIC:
         candidates.append(b)
     if not candidates:
         packed = _packing_modes(problem, idx)
         if packed is not None:
-            c = schedule_with_modes(problem, packed, method="greedy")
-            if c.status == "HEURISTIC":
+            c = schedule_with_modes(problem, packed, method=Method.GREEDY)
+            if c.status == Status.HEURISTIC:
                 c.message = "capacity-first mode choice (the time-greedy pass ran out of rows)"
                 candidates.append(c)
     if not candidates:
         # not a proof of infeasibility (the per-group check passed): say so
-        return Solution(method="greedy", status="UNKNOWN", modes={}, starts={}, objective=None,
+        return Solution(method=Method.GREEDY, status=Status.UNKNOWN, modes={}, starts={}, objective=None,
                         bound=None, wall_seconds=time.perf_counter() - t0,
                         message=f"greedy found no mode choice within capacity ({a}); the "
                                 "problem may still be feasible (solve_cpsat decides)")
@@ -279,7 +279,7 @@ def solve_naive(problem: SchedulingProblem, mode_name_prefix: str = "naive") -> 
     modes = naive_modes(problem, mode_name_prefix)
     msg = _capacity_excess(problem, modes, idx)
     if msg:
-        return _infeasible("naive", msg, t0)
+        return _infeasible(Method.NAIVE, msg, t0)
     starts: dict[str, int] = {}
     prev_end, prev_res = 0, None
     max_end = 0
@@ -297,7 +297,7 @@ def solve_naive(problem: SchedulingProblem, mode_name_prefix: str = "naive") -> 
             prev_end, prev_res = est + t.duration, t.resource
             max_end = max(max_end, prev_end)
     wall = time.perf_counter() - t0
-    return Solution(method="naive", status="HEURISTIC", modes=modes, starts=starts,
+    return Solution(method=Method.NAIVE, status=Status.HEURISTIC, modes=modes, starts=starts,
                     objective=max_end, bound=None, wall_seconds=wall,
                     history=[(wall, max_end, None)])
 

@@ -24,6 +24,7 @@ from .host_emit import emit_weight_read
 from .layout import Layout
 from .fusion import fusion_groups, host_chains
 from .mvshape import MVShape, fused_shape, mv_shape
+from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
 from .split import split_modes
 from .symbols import Symbols
@@ -34,35 +35,13 @@ from .tiling import Tiling, make_tiling
 @dataclass(frozen=True)
 class LowerOptions:
     groups: int = 4
-    style: str = "overlap"  # "overlap" | "naive"
+    style: Style = Style.OVERLAP
     host_gemv: bool = True  # offer host dispatch for gemv
     subsets: str = "all"  # "all" (every candidate subset) | "full" (only all groups)
     fuse: bool = True  # offer fused modes for gemvs that share their input
 
-
-@dataclass
-class MVPayload:
-    """What the decoder needs to emit a PIM mode: tiling over the chosen channels."""
-
-    kind: str  # "mv" | "hostgemv"
-    op: str
-    shape: MVShape
-    groups: tuple[str, ...]
-    channels: tuple[int, ...]
-    style: str
-    append: tuple[str, int] | None = None  # (new k/v tensor, position) for attention jobs
-
-
-@dataclass
-class ModePayload:
-    """For the decoder: the MV tilings a mode lays out (rows allocated in this order) and what
-    each task runs: ("mv", i) / ("append", i) / ("rd", i) on the i-th tiling's channels of the
-    task's group, or ("EPI", op) / ("HOP", op) on the host, or ("EPIS", ops) / ("HOPS", ops): one
-    kernel launch for several ops (the later ones chained), or ("HMVS", ((op, first row, rows), ...)):
-    rows of gemvs on the host, one launch (solver/split.py)."""
-
-    tilings: tuple[MVPayload, ...]
-    roles: dict[str, tuple[str, object]]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "style", Style(self.style))  # accept the value's string too
 
 
 @dataclass
@@ -81,7 +60,7 @@ class Lowering:
 
     def tiling(self, shape: MVShape, channels: tuple[int, ...], style: str) -> Tiling:
         split = self.split_macs.get((_signature(shape), len(channels), style), True)
-        return make_tiling(self.hw, shape, channels, double_buffer=(style == "overlap"), split_macs=split)
+        return make_tiling(self.hw, shape, channels, double_buffer=(style == Style.OVERLAP), split_macs=split)
 
 
 def make_groups(hw: Hardware, count: int, capacity_rows: int) -> list[Group]:
@@ -122,7 +101,7 @@ class Lowerer:
         tiling = self.lowering.tiling(shape, channels, style)
         layout = Layout(self.hw, tiling)
         if layout.rows_per_bank > self.hw.organization.rows:
-            raise _TooBig(layout.rows_per_bank)
+            raise TooBig(layout.rows_per_bank)
         key = (kind, _signature(shape), len(channels), style)
         if key not in self.lowering.timings:
             if kind == "mv":
@@ -173,10 +152,10 @@ class Lowerer:
         modes = []
         index = {op.name: i for i, op in enumerate(self.p.ops)}
         variants = [(subset, self.opt.style) for subset in group_subsets(self.groups, subsets or self.opt.subsets)]
-        if self.opt.style == "overlap":
+        if self.opt.style == Style.OVERLAP:
             # the vendor-style emission is a tiling alternative too (it wins where ping-pong and
             # double buffering cannot help, e.g. one bank per unit and short rows)
-            variants.append((tuple(range(len(self.groups))), "naive"))
+            variants.append((tuple(range(len(self.groups))), Style.NAIVE))
         for subset, style in variants:
             gnames = tuple(self.groups[i].name for i in subset)
             channels = tuple(c for i in subset for c in self.groups[i].channels)
@@ -184,7 +163,7 @@ class Lowerer:
             tag = f"{tag_prefix}{closed}[{'all' if len(subset) == len(self.groups) else ','.join(gnames)}]"
             try:
                 timing, layout = self._mv_timing(shape, channels, style, "mv")
-            except _TooBig as e:
+            except TooBig as e:
                 self.too_big[name] = min(self.too_big.get(name, e.rows), e.rows)
                 continue  # this tiling does not fit a bank: not a candidate
             tasks, edges, inputs, reads = [], [], [], {}
@@ -208,12 +187,12 @@ class Lowerer:
             for a, b in zip(epis, epis[1:]):
                 edges.append(Edge(a.name, b.name, 0))
             usage = {g: layout.rows_per_bank for g in gnames}
-            roles = {t.name: ("append" if t.name.endswith("/append") else "mv", 0) for t in tasks}
+            roles = {t.name: TaskRole(Role.APPEND if t.name.endswith("/append") else Role.MV, 0) for t in tasks}
             if len(shape.ops) > 1:
-                roles[epis[0].name] = ("EPIS", tuple(shape.ops))
+                roles[epis[0].name] = TaskRole(Role.EPIS, tuple(shape.ops))
             else:
-                roles[epis[0].name] = ("EPI", shape.ops[0])
-            payload = ModePayload((MVPayload("mv", name, shape, gnames, channels, style, append),), roles)
+                roles[epis[0].name] = TaskRole(Role.EPI, shape.ops[0])
+            payload = ModePayload((MVPayload(TilingKind.MV, name, shape, gnames, channels, style, append),), roles)
             modes.append(Mode(tag, tuple(tasks) + tuple(epis), tuple(edges), tuple(inputs), epis[-1].name, usage,
                               payload, reads=reads))
         return modes
@@ -224,7 +203,7 @@ class Lowerer:
         emission as an alternative, "unfused-closed[all]" (what `naive` runs for a fused group)."""
         try:
             return self._unfused_modes_unchecked(name, ops, style or self.opt.style)
-        except _TooBig as e:
+        except TooBig as e:
             self.too_big[name] = min(self.too_big.get(name, e.rows), e.rows)
             return []
 
@@ -240,7 +219,7 @@ class Lowerer:
             epi = Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op]))
             for g in self.groups:
                 t = Task(f"{name}/{tag}/{op}/{g.name}", g.name, timing.duration, self._refresh_credit(timing))
-                roles[t.name] = ("mv", i)
+                roles[t.name] = TaskRole(Role.MV, i)
                 tasks.append(t)
                 inputs.append(t.name)
                 edges.append(Edge(t.name, epi.name, self.hw.host.sync_cycles))
@@ -248,9 +227,9 @@ class Lowerer:
             if prev_epi is not None:
                 edges.append(Edge(prev_epi.name, epi.name, 0))
             tasks.append(epi)
-            roles[epi.name] = ("EPI", op)
+            roles[epi.name] = TaskRole(Role.EPI, op)
             prev_epi = epi
-            payloads.append(MVPayload("mv", op, shape, tuple(g.name for g in self.groups), channels, style))
+            payloads.append(MVPayload(TilingKind.MV, op, shape, tuple(g.name for g in self.groups), channels, style))
         outputs = {op: f"{name}/{tag}/epi/{op}" for op in ops}  # each op's result after its own epilogue
         return [Mode(f"{tag}[all]", tuple(tasks), tuple(edges), tuple(inputs), prev_epi.name, usage,
                      ModePayload(tuple(payloads), roles), outputs=outputs)]
@@ -267,10 +246,10 @@ class Lowerer:
             tasks.append(t)
             edges.append(Edge(t.name, hop.name, self.hw.host.sync_cycles))
         usage = {g.name: layout.rows_per_bank for g in self.groups}
-        tiling = MVPayload("hostgemv", self.p.ops[op_index].name, shape, tuple(g.name for g in self.groups),
+        tiling = MVPayload(TilingKind.HOSTGEMV, self.p.ops[op_index].name, shape, tuple(g.name for g in self.groups),
                            channels, self.opt.style)
-        roles = {t.name: ("rd", 0) for t in tasks}
-        roles[hop.name] = ("HOP", self.p.ops[op_index].name)
+        roles = {t.name: TaskRole(Role.RD, 0) for t in tasks}
+        roles[hop.name] = TaskRole(Role.HOP, self.p.ops[op_index].name)
         return Mode("host", tuple(tasks) + (hop,), tuple(edges), (hop.name,),
                     hop.name, usage, ModePayload((tiling,), roles))
 
@@ -306,9 +285,9 @@ class Lowerer:
                 name = "+".join(members)
                 shape = fused_shape(p, members, name)
                 modes = self._pim_modes(name, shape, None, "fused")
-                if self.opt.style != "naive":
+                if self.opt.style != Style.NAIVE:
                     modes += self._unfused_modes(name, members)
-                    modes += self._unfused_modes(name, members, "naive")
+                    modes += self._unfused_modes(name, members, Style.NAIVE)
                     modes += split_modes(self, name, shape, "fused-split")
                 else:
                     modes = self._unfused_modes(name, members)
@@ -322,7 +301,7 @@ class Lowerer:
                     # (RD moves whole bursts: a row that ends mid-burst would spill into the next)
                     try:
                         modes.append(self._host_gemv_mode(op.name, i, shape))
-                    except _TooBig:
+                    except TooBig:
                         pass
                     modes += split_modes(self, op.name, shape)
             elif op.name in chains:
@@ -332,15 +311,15 @@ class Lowerer:
                     absorbed[m] = op.name
                 name = "+".join(members)
                 modes = self._host_chain_modes(name, members)
-                if self.opt.style == "naive":
+                if self.opt.style == Style.NAIVE:
                     modes = [m for m in modes if m.name == "host"]
                 jobs.append(Job(name, tuple(covered), tuple(modes)))
                 self._job_deps(name, covered, producers, absorbed, deps)
                 continue
             else:
                 hop = Task(f"{op.name}/hop", HOST, self.host_cycles.op(i))
-                modes = [Mode("host", (hop,), (), (hop.name,), hop.name, {}, ModePayload((), {hop.name: ("HOP", op.name)}))]
-            if self.opt.style == "naive":
+                modes = [Mode("host", (hop,), (), (hop.name,), hop.name, {}, ModePayload((), {hop.name: TaskRole(Role.HOP, op.name)}))]
+            if self.opt.style == Style.NAIVE:
                 modes = modes[:1]
             jobs.append(self._job(op.name, covered, modes))
             self._job_deps(op.name, covered, producers, absorbed, deps)
@@ -376,10 +355,10 @@ class Lowerer:
         index = {op.name: i for i, op in enumerate(self.p.ops)}
         costs = [self.host_cycles.op(index[o]) for o in ops]
         fused = Task(f"{name}/fused", HOST, sum(chain_cycles(self.hw, self.p, [index[o] for o in ops])))
-        modes = [Mode("fused", (fused,), (), (fused.name,), fused.name, {}, ModePayload((), {fused.name: ("HOPS", tuple(ops))}))]
+        modes = [Mode("fused", (fused,), (), (fused.name,), fused.name, {}, ModePayload((), {fused.name: TaskRole(Role.HOPS, tuple(ops))}))]
         tasks = [Task(f"{name}/host/{o}", HOST, c) for o, c in zip(ops, costs)]
         edges = tuple(Edge(a.name, b.name, 0) for a, b in zip(tasks, tasks[1:]))
-        roles = {t.name: ("HOP", o) for t, o in zip(tasks, ops)}
+        roles = {t.name: TaskRole(Role.HOP, o) for t, o in zip(tasks, ops)}
         modes.append(Mode("host", tuple(tasks), edges, (tasks[0].name,), tasks[-1].name, {}, ModePayload((), roles)))
         return modes
 
@@ -396,12 +375,6 @@ class Lowerer:
 
 class LoweringError(ValueError):
     """The program cannot be mapped onto the hardware at all (message in hardware terms)."""
-
-
-class _TooBig(Exception):
-    def __init__(self, rows: int):
-        self.rows = rows
-
 
 
 class HostCosts:

@@ -28,7 +28,11 @@ rules) and consumed by `solver.cpsat` and `solver.heuristics`, which return a `S
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .payload import ModePayload
 
 HOST = "host"
 
@@ -63,7 +67,7 @@ class Mode:
     inputs: tuple[str, ...]  # task names that read the job's inputs
     output: str  # task name whose end = job results in host memory
     usage: dict[str, int] = field(default_factory=dict)  # group -> DRAM rows per bank
-    payload: object = None  # lowering data for the decoder (opaque to solvers)
+    payload: "ModePayload | None" = None  # lowering data for the decoder (opaque to solvers)
     outputs: dict[str, str] = field(default_factory=dict)  # covered op -> task after which its result is ready (default: output)
     reads: dict[str, tuple[str, ...]] = field(default_factory=dict)  # input task -> covered ops whose inputs it reads (default: all)
 
@@ -176,6 +180,27 @@ class SchedulingProblem:
         return total
 
 
+class Method(StrEnum):
+    """How a program is scheduled: CP-SAT, list scheduling (CP-SAT's hint), or the vendor-library
+    baseline (solver/heuristics.py)."""
+
+    NAIVE = "naive"
+    GREEDY = "greedy"
+    CPSAT = "cpsat"
+
+
+class Status(StrEnum):
+    """A solution's status. OPTIMAL/FEASIBLE/INFEASIBLE/UNKNOWN/MODEL_INVALID are CP-SAT's (optimal
+    *within the model*); HEURISTIC is a heuristic's schedule (no proof)."""
+
+    OPTIMAL = "OPTIMAL"
+    FEASIBLE = "FEASIBLE"
+    INFEASIBLE = "INFEASIBLE"
+    UNKNOWN = "UNKNOWN"
+    MODEL_INVALID = "MODEL_INVALID"
+    HEURISTIC = "HEURISTIC"
+
+
 class SearchEnd(str, Enum):
     """What ended a CP-SAT search. `proof` and `work_budget` are reproducible (the same result on
     every run, whatever the machine's load); `wall_clock` is not."""
@@ -192,8 +217,8 @@ class SearchEnd(str, Enum):
 class Solution:
     """What a solver decided: a mode per job and a start cycle per task of the chosen modes."""
 
-    method: str  # "cpsat" | "greedy" | "naive"
-    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN | HEURISTIC
+    method: Method
+    status: Status
     modes: dict[str, str]  # job name -> mode name
     starts: dict[str, int]  # task name -> start cycle (model time)
     objective: int | None  # model makespan

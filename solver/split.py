@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from hwmodel.host_costs import epilogue_chain_cycles, mv_chain_cycles
 
 from .mvshape import MVShape, row_range
+from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
 from .problem import HOST, Edge, Mode, Task
 
 if TYPE_CHECKING:
@@ -59,10 +60,8 @@ def hmv_list(host_shape: MVShape) -> tuple[tuple[str, int, int], ...]:
 
 def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "split") -> list[Mode]:
     """Split modes of gemv job `name` over all groups (see the module docstring)."""
-    from .lower import MVPayload, ModePayload, _TooBig
-
     hw = lw.hw
-    if lw.opt.style != "overlap" or not lw.opt.host_gemv or shape.kind_key != "gemv" \
+    if lw.opt.style != Style.OVERLAP or not lw.opt.host_gemv or shape.kind_key != "gemv" \
             or shape.k % hw.elements_per_burst:
         return []
     channels = tuple(c for g in lw.groups for c in g.channels)
@@ -70,7 +69,7 @@ def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "spl
     try:
         full, _ = lw._mv_timing(shape, channels, lw.opt.style, "mv")
         read_all, _ = lw._mv_timing(shape, channels, lw.opt.style, "rd")
-    except _TooBig:
+    except TooBig:
         return []
     index = {op.name: i for i, op in enumerate(lw.p.ops)}
     sync = hw.host.sync_cycles
@@ -81,7 +80,7 @@ def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "spl
         try:
             pim, pim_layout = lw._mv_timing(pim_shape, channels, lw.opt.style, "mv")
             rd, rd_layout = lw._mv_timing(host_shape, channels, lw.opt.style, "rd")
-        except _TooBig:
+        except TooBig:
             continue
         tag = f"{tag_prefix}{h}[all]"
         hmvs = hmv_list(host_shape)
@@ -90,24 +89,24 @@ def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "spl
         if len(shape.ops) > 1:
             busy = epilogue_chain_cycles(hw, lw.p, [index[op] for op in shape.ops])
             epi = Task(f"{name}/{tag}/epi", HOST, max(1, sum(busy)))
-            epi_role = ("EPIS", tuple(shape.ops))
+            epi_role = TaskRole(Role.EPIS, tuple(shape.ops))
         else:
             epi = Task(f"{name}/{tag}/epi/{shape.ops[0]}", HOST, lw.host_cycles.epilogue(index[shape.ops[0]]))
-            epi_role = ("EPI", shape.ops[0])
+            epi_role = TaskRole(Role.EPI, shape.ops[0])
         tasks, edges, inputs, roles = [], [], [], {}
         for g in gnames:
             t = Task(f"{name}/{tag}/{g}", g, pim.duration, lw._refresh_credit(pim))
             r = Task(f"{name}/{tag}/{g}/rd", g, rd.duration, lw._refresh_credit(rd))
             tasks += [r, t]
             inputs.append(t.name)
-            roles[t.name], roles[r.name] = ("mv", 0), ("rd", 1)
+            roles[t.name], roles[r.name] = TaskRole(Role.MV, 0), TaskRole(Role.RD, 1)
             # the reads go first: the host works on its rows while the units work on theirs
             edges += [Edge(r.name, t.name, 0), Edge(t.name, epi.name, sync), Edge(r.name, hmv.name, sync)]
         edges.append(Edge(hmv.name, epi.name, 0))
         inputs.append(hmv.name)
-        roles[hmv.name], roles[epi.name] = ("HMVS", hmvs), epi_role
+        roles[hmv.name], roles[epi.name] = TaskRole(Role.HMVS, hmvs), epi_role
         usage = {g: pim_layout.rows_per_bank + rd_layout.rows_per_bank for g in gnames}
-        payload = ModePayload((MVPayload("mv", name, pim_shape, gnames, channels, lw.opt.style),
-                               MVPayload("hostgemv", name, host_shape, gnames, channels, lw.opt.style)), roles)
+        payload = ModePayload((MVPayload(TilingKind.MV, name, pim_shape, gnames, channels, lw.opt.style),
+                               MVPayload(TilingKind.HOSTGEMV, name, host_shape, gnames, channels, lw.opt.style)), roles)
         modes.append(Mode(tag, tuple(tasks) + (hmv, epi), tuple(edges), tuple(inputs), epi.name, usage, payload))
     return modes

@@ -36,16 +36,16 @@ from solver.cpsat.precedence import add_precedence
 from solver.cpsat.refresh import add_refresh
 from solver.cpsat.resources import add_resources
 from solver.cpsat.symmetry import add_symmetry_breaking, canonical_hint
-from solver.problem import SchedulingProblem, SearchEnd, Solution
+from solver.problem import Method, SchedulingProblem, SearchEnd, Solution, Status
 
 Progress = Callable[[float, "int | None", "int | None"], None]
 
 _STATUS = {
-    cp_model.OPTIMAL: "OPTIMAL",
-    cp_model.FEASIBLE: "FEASIBLE",
-    cp_model.INFEASIBLE: "INFEASIBLE",
-    cp_model.UNKNOWN: "UNKNOWN",
-    cp_model.MODEL_INVALID: "MODEL_INVALID",
+    cp_model.OPTIMAL: Status.OPTIMAL,
+    cp_model.FEASIBLE: Status.FEASIBLE,
+    cp_model.INFEASIBLE: Status.INFEASIBLE,
+    cp_model.UNKNOWN: Status.UNKNOWN,
+    cp_model.MODEL_INVALID: Status.MODEL_INVALID,
 }
 
 
@@ -115,11 +115,11 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
             self._emit(now - self.t0)
 
 
-def _result(status: str, modes, starts, objective, bound, t0, history, notes,
+def _result(status: Status, modes, starts, objective, bound, t0, history, notes,
             msg: str = "", end: SearchEnd = SearchEnd.proof, det: float | None = None) -> Solution:
     wall = time.perf_counter() - t0
     message = "; ".join([m for m in [msg] + notes if m])
-    return Solution(method="cpsat", status=status, modes=dict(modes), starts=dict(starts),
+    return Solution(method=Method.CPSAT, status=status, modes=dict(modes), starts=dict(starts),
                     objective=objective, bound=bound, wall_seconds=wall, history=history,
                     message=message, search_end=end, deterministic_seconds=det)
 
@@ -154,7 +154,7 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
     idx = problem_index(problem)
     msg = check_capacity(idx)
     if msg:
-        return _result("INFEASIBLE", {}, {}, None, None, t0, [], notes, msg)
+        return _result(Status.INFEASIBLE, {}, {}, None, None, t0, [], notes, msg)
 
     # ---- hint and horizon
     if hint is not None and hint.modes:
@@ -166,7 +166,7 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
                 fixed = schedule_with_modes(problem, hint.modes, method=hint.method)
             except KeyError:
                 fixed = None
-            if fixed is not None and fixed.status == "HEURISTIC":
+            if fixed is not None and fixed.status == Status.HEURISTIC:
                 notes.append(f"hint re-timed by the list scheduler ({len(errs)} violations, "
                              f"first: {errs[0]})")
                 hint = fixed
@@ -179,7 +179,7 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
         from solver.heuristics import solve_greedy
 
         g = solve_greedy(problem)
-        if g.status == "HEURISTIC":
+        if g.status == Status.HEURISTIC:
             hint = g
             notes.append("hint: greedy")
     if hint is not None:
@@ -201,10 +201,10 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
                 progress = None
         if lb >= hint_obj:
             notes.append("the hint meets the solver-free lower bound")
-            return _result("OPTIMAL", hint.modes, hint.starts, hint_obj, hint_obj, t0, history,
+            return _result(Status.OPTIMAL, hint.modes, hint.starts, hint_obj, hint_obj, t0, history,
                            notes)
     elif lb > horizon:
-        return _result("INFEASIBLE", {}, {}, None, None, t0, history, notes,
+        return _result(Status.INFEASIBLE, {}, {}, None, None, t0, history, notes,
                        f"no schedule within the horizon of {horizon:,} cycles "
                        f"(lower bound {lb:,})")
 
@@ -212,7 +212,7 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
     try:
         ctx = build_model(problem, horizon, lb, idx, symmetry_breaking=symmetry_breaking)
     except HorizonInfeasible as e:
-        return _result("INFEASIBLE", {}, {}, None, None, t0, history, notes, str(e))
+        return _result(Status.INFEASIBLE, {}, {}, None, None, t0, history, notes, str(e))
     notes.extend(ctx.notes)
     if hint is not None:
         if ctx.symmetry_classes:
@@ -257,10 +257,10 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
         code = solver.solve(ctx.model, rec)
     finally:
         timer.cancel()
-    status = _STATUS.get(code, "UNKNOWN")
+    status = _STATUS.get(code, Status.UNKNOWN)
     det_used, wall_used = float(solver.deterministic_time), float(solver.wall_time)
     end = SearchEnd.proof
-    if status not in ("OPTIMAL", "INFEASIBLE"):
+    if status not in (Status.OPTIMAL, Status.INFEASIBLE):
         # what ended the search: the work budget (reproducible) or the wall clock (load-dependent)
         if deterministic_time is not None and det_used >= 0.999 * float(deterministic_time):
             end = SearchEnd.work_budget
@@ -278,7 +278,7 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
     bound_raw = solver.best_objective_bound
     bound = max(lb, int(math.ceil(bound_raw - 1e-9))) if math.isfinite(bound_raw) else lb
 
-    if status in ("OPTIMAL", "FEASIBLE"):
+    if status in (Status.OPTIMAL, Status.FEASIBLE):
         modes, starts = {}, {}
         for job in problem.jobs:
             for mode in ctx.live_modes(job):
@@ -289,15 +289,15 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
                         starts[t.name] = int(solver.value(ctx.start[t.name]))
                     break
         obj = int(round(solver.objective_value))
-        if status == "OPTIMAL":
+        if status == Status.OPTIMAL:
             bound = obj
         bound = min(bound, obj)
         history.append((time.perf_counter() - t0, obj, bound))
         return _result(status, modes, starts, obj, bound, t0, history, notes, end=end, det=det_used)
 
-    if status == "INFEASIBLE":
+    if status == Status.INFEASIBLE:
         if hint is not None:  # cannot happen: the hint is a feasible assignment
-            return _result("FEASIBLE", hint.modes, hint.starts, hint_obj, None, t0, history,
+            return _result(Status.FEASIBLE, hint.modes, hint.starts, hint_obj, None, t0, history,
                            notes, "CP-SAT reported INFEASIBLE despite a valid hint (bug)")
         cap_ok = capacity_only_feasible(problem)
         if cap_ok is False:
@@ -308,16 +308,16 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
                    f"group alone, rows per bank: {detail})")
         else:
             msg = f"no schedule within the horizon of {horizon:,} cycles"
-        return _result("INFEASIBLE", {}, {}, None, None, t0, history, notes, msg)
+        return _result(Status.INFEASIBLE, {}, {}, None, None, t0, history, notes, msg)
 
-    if status == "MODEL_INVALID":
+    if status == Status.MODEL_INVALID:
         raise RuntimeError(f"CP-SAT model invalid: {ctx.model.validate()}")
 
     # UNKNOWN: time limit before any solution
     if hint is not None:
         history.append((time.perf_counter() - t0, hint_obj, min(bound, hint_obj)))
-        return _result("FEASIBLE", hint.modes, hint.starts, hint_obj, min(bound, hint_obj), t0,
+        return _result(Status.FEASIBLE, hint.modes, hint.starts, hint_obj, min(bound, hint_obj), t0,
                        history, notes, "time limit reached before CP-SAT found a solution: "
                        f"returning the hint ({hint.method})", end=end, det=det_used)
-    return _result("UNKNOWN", {}, {}, None, bound, t0, history, notes,
+    return _result(Status.UNKNOWN, {}, {}, None, bound, t0, history, notes,
                    "time limit reached before any solution", end=end, det=det_used)

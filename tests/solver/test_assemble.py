@@ -11,7 +11,7 @@ from hwmodel.isa_codec import encode_records
 from hwmodel.streams import LazyStream
 from pimsat.instance import Instance, load_instance
 from sim.encode import encode_stream
-from pimsat.pipeline import SolveOptions, _lower_both_styles, run, solve
+from pimsat.pipeline import DEFAULT_CACHE, SolveOptions, run, solve
 from solver.decode import decode
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -28,8 +28,7 @@ CASES = [
 def test_lazy_streams_are_the_eager_bytes(make_instance, method):
     inst = make_instance()
     prog, hw = inst.build_program(), inst.build_hardware([], None)
-    lowered, _ = _lower_both_styles(inst, hw, prog, 4)
-    problem, lowering = lowered["naive" if method == "naive" else "overlap"]
+    problem, lowering = DEFAULT_CACHE.lowered(inst, hw, prog, 4).for_method(method)
     sol, _ = solve(problem, SolveOptions(method=method))
     eager = decode(problem, lowering, sol, placements=False)
     lazy = decode(problem, lowering, sol, placements=False, lazy=True)
