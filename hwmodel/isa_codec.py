@@ -194,7 +194,7 @@ def _bad_record(rec: np.ndarray, k: int) -> ValueError:
 
 
 @contextmanager
-def _no_gc():
+def no_gc():
     """Building 10^6 objects with the cyclic collector on costs twice the work itself."""
     was = gc.isenabled()
     gc.disable()
@@ -206,7 +206,7 @@ def _no_gc():
 
 
 def decode_records(rec: np.ndarray) -> list[Instruction]:
-    with _no_gc():
+    with no_gc():
         return _decode_records(rec)
 
 

@@ -11,7 +11,7 @@ from dataclasses import astuple, dataclass, field
 import numpy as np
 
 from .isa import Instruction
-from .isa_codec import _no_gc, encode_stream
+from .isa_codec import no_gc, encode_stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,7 @@ class LazyStream(Sequence):
         seq = self._cache.get(k)
         if seq is None:
             n, produce = self._parts[k][:2]
-            with _no_gc():  # acyclic objects by the thousand: see isa_codec._no_gc
+            with no_gc():  # acyclic objects by the thousand: see isa_codec.no_gc
                 seq = produce()
             if len(seq) != n:
                 raise RuntimeError(f"lazy stream part {k}: {len(seq)} instructions built, {n} announced")

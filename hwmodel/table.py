@@ -65,14 +65,14 @@ def encode_stream(hw: Hardware, stream: list[Instruction]) -> np.ndarray:
     if n > 64 and int(ids.max()) < 1 << 58:
         uniq, first, inverse = np.unique((ids.astype(np.int64) << 5) | opc, return_index=True, return_inverse=True)
         if 2 * len(uniq) <= n:
-            out = _encode_fields(hw, [stream[i] for i in first], opc[first])[inverse.reshape(-1)]
+            out = encode_fields(hw, [stream[i] for i in first], opc[first])[inverse.reshape(-1)]
     if out is None:
-        out = _encode_fields(hw, stream, opc)
+        out = encode_fields(hw, stream, opc)
     out[:, C_STAMP] = stamps
     return out
 
 
-def _encode_fields(hw: Hardware, stream: list[Instruction], opc: np.ndarray) -> np.ndarray:
+def encode_fields(hw: Hardware, stream: list[Instruction], opc: np.ndarray) -> np.ndarray:
     """The rows of `stream` but for the stamp column."""
     n = len(stream)
     out = np.zeros((n, WIDTH), dtype=np.int64)

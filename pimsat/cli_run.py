@@ -14,7 +14,7 @@ from rich.table import Table
 from hwmodel.atomic import output_lock
 
 from . import signals
-from .cli import DEFAULT_INSTANCE, CompilerError, UserError, _guard, console, main
+from .cli_base import DEFAULT_INSTANCE, CompilerError, UserError, console, guard, main
 from .instance import instance_files, load_instance
 from .options import DEFAULT_WORK_BUDGET, DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
 
@@ -103,7 +103,7 @@ def _solver_flags(fn):
 @click.option("--out", "out", type=click.Path(), default=None, callback=nonempty, help="Write report.json, streams/, schedule.json, trace.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
 @_solver_flags
-@_guard
+@guard
 def solve(instance, method, out, as_json, preset, sets, time_limit, workers, seed, groups, timing_only,
           deterministic_time) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
@@ -138,7 +138,7 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
 @click.option("--csv", "csv_path", type=click.Path(), default=None, callback=nonempty, help="Also write the table as CSV.")
 @click.option("--json", "json_path", type=click.Path(), default=None, callback=nonempty, help="Also write the reports as JSON.")
 @_solver_flags
-@_guard
+@guard
 def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, workers, seed, groups, timing_only,
             deterministic_time) -> None:
     """Compare methods on instances: one table (and CSV/JSON)."""
@@ -216,7 +216,7 @@ def _atomic_write(path: Path, text: str) -> None:
 @click.option("--vcd", type=click.Path(), default=None, callback=nonempty, help="VCD waveform.")
 @click.option("--log", "log_path", type=click.Path(), default=None, callback=nonempty, help="Command log CSV.")
 @click.option("--json", "as_json", is_flag=True)
-@_guard
+@guard
 def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_json) -> None:
     """Simulate the instruction streams in STREAMS_DIR (written by `pimsat solve --out`)."""
     import ir
@@ -308,7 +308,7 @@ def _against_compiled(streams, manifest: dict, cycles: int) -> dict:
 
 @main.command()
 @click.option("--time-limit", type=TIME_LIMIT, default=20.0, show_default=True)
-@_guard
+@guard
 def demo(time_limit) -> None:
     """Solve the default instance (GEMV 4096x4096 on 64 HBM2-PIM channels), simulate, verify, report."""
     from .pipeline import SolveOptions, run
@@ -339,7 +339,7 @@ def demo(time_limit) -> None:
 @click.option("--time-limit", type=TIME_LIMIT, default=30.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(), default=None, callback=nonempty)
 @click.option("--record", is_flag=True, help="write better cpsat makespans into bench/best_known.json")
-@_guard
+@guard
 def bench(tier, time_limit, json_path, record) -> None:
     """Run the benchmark tiers with all methods; print figures and ratios (non-zero exit on a
     regression against bench/best_known.json)."""

@@ -81,7 +81,7 @@ class PimsatGroup(click.Group):
 
     def _one_line(self, call, *args, **kwargs):
         from . import signals
-        from .cli import UserError
+        from .cli_errors import UserError
 
         try:
             return call(*args, **kwargs)

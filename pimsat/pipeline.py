@@ -17,11 +17,22 @@ from solver.decode import Compiled, decode
 from solver.lower import LowerOptions, Lowering, LoweringError, lower
 from solver.payload import Style
 from solver.problem import Method, SchedulingProblem, Solution, Status
+from solver.task_timing import use_oracle
 from solver.template import expand, layer_count, template_problem
 
 from .options import DEFAULT_WORK_BUDGET
 from .instance import Instance
 from .sizes import format_bytes, resident_bytes
+
+
+def _simulator_oracle(hw: Hardware, instrs):
+    """The simulator times the solver's command sequences (imported on first use: numba)."""
+    from sim.oracle import time_commands
+
+    return time_commands(hw, instrs)
+
+
+use_oracle(_simulator_oracle)  # lowering and decoding time tasks with the simulator's own rules
 
 # Functional simulation stores every resident value; above this many bytes we run timing-only.
 FUNCTIONAL_LIMIT_BYTES = 2 * 2**30

@@ -23,7 +23,7 @@ from functools import partial
 
 from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
 from hwmodel.isa import ISA_VERSION, Instruction, make
-from hwmodel.isa_codec import _no_gc
+from hwmodel.isa_codec import no_gc
 from hwmodel.streams import Placement, StreamSet
 from hwmodel.table import encode_stream
 from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND
@@ -170,7 +170,7 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, p
     objects (instructions and their stamps) and keeps most of them in the streams, which the
     collector would traverse again and again (a third of the decode time of Llama-2-7B) to find
     a few dozen cyclic objects; reference counting frees everything else decode drops."""
-    with _no_gc():
+    with no_gc():
         return _decode(problem, lowering, solution, placements, lazy)
 
 

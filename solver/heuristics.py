@@ -5,7 +5,7 @@ hardware terms when the capacity cannot be met. Both are deterministic (no rando
 tie broken by problem order).
 
 Objective of a heuristic = the latest task end (model time). Refresh is *not* added: the
-decoder lays out REFs and computes the exact makespan. (`solver.cpsat.index.solution_makespan`
+decoder lays out REFs and computes the exact makespan. (`solver.index.solution_makespan`
 gives the CP-SAT model's value for the same schedule, lumped refresh included, for a like-for-like
 comparison with `solve_cpsat`.)
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 import bisect
 import time
 
-from solver.cpsat.index import ProblemIndex, capacity_message, problem_index
+from solver.index import ProblemIndex, capacity_message, problem_index
 from solver.problem import HOST, Job, Method, Mode, SchedulingProblem, Solution, Status
 
 

@@ -1,4 +1,6 @@
-"""Exact timing of one task's command sequence, measured by the simulator's own issue rules.
+"""Exact timing of one task's command sequence, measured by a timing oracle: the simulator's own
+issue rules (sim/oracle.py), handed in by whoever composes the pipeline (`use_oracle`; pimsat's
+pipeline and the test suite hand in the simulator). The solver never imports the simulator.
 
 A task runs alone on a channel from a quiet state (all banks precharged, no timing history).
 Its `duration` is the cycle from which *any* command may follow (every constraint that its
@@ -12,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwmodel import Hardware
-from hwmodel.isa import ISA, ISA_VERSION, Instruction
+from hwmodel.isa import ISA, Instruction
 from hwmodel.model import COMMANDS
-from hwmodel.streams import StreamSet
+from hwmodel.oracle import TimingOracle
 
 from .kv_emit import emit_kv_append
 from .tiling import channel_signature, slot_rows, structure_key
@@ -32,6 +34,22 @@ class TaskTiming:
             and np.array_equal(self.issue, other.issue)
 
     __hash__ = None  # an array inside: compared by value, not hashable
+
+
+_oracle: TimingOracle | None = None
+
+
+def use_oracle(oracle: TimingOracle) -> None:
+    """Hand lowering and decoding the oracle that times command sequences (sim.oracle.time_commands)."""
+    global _oracle
+    _oracle = oracle
+
+
+def timing_oracle() -> TimingOracle:
+    if _oracle is None:
+        raise RuntimeError("no timing oracle: call solver.task_timing.use_oracle(sim.oracle.time_commands) "
+                           "before lowering (pimsat.pipeline does)")
+    return _oracle
 
 
 def _by_identity(fn):
@@ -75,25 +93,21 @@ def _without_refresh(hw: Hardware) -> Hardware:
 
 
 def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
-    import sim  # late import: the simulator defines the timing
-
+    """Issue `instrs` alone on a quiet device with refresh never due (the timing oracle), and read
+    off the relative issue cycles, the duration and the completion."""
     if not instrs:
         return TaskTiming(np.zeros(0, dtype=np.int64), 0, 0)
-    quiet_hw = _without_refresh(hw)
-    streams = StreamSet(hw.name, ISA_VERSION, [], [list(instrs)] + [[] for _ in range(hw.organization.channels - 1)], [])
-    res = sim.simulate(quiet_hw, streams, functional=False, record=True)
-    times = res.channel_times[0]
+    times = timing_oracle()(_without_refresh(hw), list(instrs))
     issue = np.array(times.issue, dtype=np.int64)
     issue.flags.writeable = False
     lat = max_latency_after(hw)
     quiet = 0
-    log = res.log
-    if log is not None and len(log):
+    if len(times.command_cycles):
         lat_arr = np.array([lat[c] for c in COMMANDS], dtype=np.int64)
-        quiet = int((log["cycle"].astype(np.int64) + lat_arr[log["command"]]).max())
-    duration = max(quiet, int(res.cycles), int(times.last[-1]) + 1)
-    refs = () if log is None else tuple(int(c) for c in log["cycle"][log["command"] == COMMANDS.index("REF")])
-    return TaskTiming(issue, duration, int(res.cycles), refs)
+        quiet = int((times.command_cycles.astype(np.int64) + lat_arr[times.commands]).max())
+    duration = max(quiet, int(times.cycles), int(times.last[-1]) + 1)
+    refs = tuple(int(c) for c in times.command_cycles[times.commands == COMMANDS.index("REF")])
+    return TaskTiming(issue, duration, int(times.cycles), refs)
 
 
 # fields that name host memory (tensor and element): they never change when a command may issue

@@ -1,10 +1,16 @@
 """Test-suite wide settings: under CI (CI=true) hypothesis runs derandomized, so a green commit
-stays green; locally every run explores new examples."""
+stays green; locally every run explores new examples. The solver's tests lower and decode with the
+simulator as the timing oracle, as pimsat's pipeline does."""
 from __future__ import annotations
 
 import os
 
 from hypothesis import settings
+
+from sim.oracle import time_commands
+from solver.task_timing import use_oracle
+
+use_oracle(time_commands)
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):

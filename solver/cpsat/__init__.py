@@ -11,7 +11,7 @@
     index.py       validation, heads/tails, solver-free bounds (no OR-Tools)
     solve.py       solve_cpsat: watchdog, history, status mapping
 """
-from solver.cpsat.index import ProblemIndex, lumped_makespan, problem_index, solution_makespan
+from solver.index import ProblemIndex, lumped_makespan, problem_index, solution_makespan
 from solver.cpsat.solve import build_model, solve_cpsat
 
 __all__ = ["solve_cpsat", "build_model", "ProblemIndex", "problem_index", "lumped_makespan",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from solver.cpsat.context import ModelContext
-from solver.cpsat.index import ProblemIndex
+from solver.index import ProblemIndex
 
 
 def check_capacity(index: ProblemIndex) -> str | None:

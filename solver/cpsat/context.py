@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from solver.cpsat.index import ProblemIndex
+from solver.index import ProblemIndex
 from solver.problem import Job, Mode, SchedulingProblem
 
 

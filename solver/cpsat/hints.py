@@ -9,7 +9,7 @@ the makespan (lumped refresh included, see refresh.py).
 from __future__ import annotations
 
 from solver.cpsat.context import ModelContext
-from solver.cpsat.index import lumped_makespan
+from solver.index import lumped_makespan
 from solver.problem import HOST, Solution
 
 

@@ -21,7 +21,7 @@ if it does, the bound would have to use n_ref >= floor(M / tREFI) - max_postpone
 from __future__ import annotations
 
 from solver.cpsat.context import ModelContext
-from solver.cpsat.index import lumped_makespan  # re-export: the formula the model encodes
+from solver.index import lumped_makespan  # re-export: the formula the model encodes
 
 __all__ = ["add_refresh", "lumped_makespan"]
 

@@ -26,10 +26,11 @@ from typing import Callable
 from ortools.sat.python import cp_model
 
 from solver.certificate import check_solution
+from solver.heuristics import schedule_with_modes, solve_greedy
 from solver.cpsat.capacity import add_capacity, capacity_only_feasible, check_capacity
 from solver.cpsat.context import ModelContext
 from solver.cpsat.hints import add_hint
-from solver.cpsat.index import ProblemIndex, problem_index, solution_makespan
+from solver.index import ProblemIndex, problem_index, solution_makespan
 from solver.cpsat.modes import HorizonInfeasible, add_modes
 from solver.cpsat.objective import add_makespan, set_objective
 from solver.cpsat.precedence import add_precedence
@@ -160,8 +161,6 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
     if hint is not None and hint.modes:
         errs = check_solution(problem, hint)
         if errs:
-            from solver.heuristics import schedule_with_modes
-
             try:
                 fixed = schedule_with_modes(problem, hint.modes, method=hint.method)
             except KeyError:
@@ -176,8 +175,6 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
     elif hint is not None:
         hint = None  # an INFEASIBLE/UNKNOWN solution carries no schedule
     if hint is None and auto_hint:
-        from solver.heuristics import solve_greedy
-
         g = solve_greedy(problem)
         if g.status == Status.HEURISTIC:
             hint = g

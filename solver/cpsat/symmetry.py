@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 
 from solver.cpsat.context import ModelContext
-from solver.cpsat.index import ProblemIndex
+from solver.index import ProblemIndex
 from solver.problem import HOST, Mode, SchedulingProblem, Solution
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hwmodel import load_hardware
 from hwmodel.isa import Instruction, make
-from sim.encode import OPCODES, _encode_fields, encode_stream
+from sim.encode import OPCODES, encode_fields, encode_stream
 from sim.channel import C_STAMP
 
 HW = load_hardware("hbm2-pim", ["organization.channels=2"])
@@ -18,7 +18,7 @@ SHARED = [make("MAC", mask=0x5, col=3, count=4, gb=8, acc=1), make("ACT", mask=0
 
 def _reference(stream):
     opc = np.array([OPCODES[i.op] for i in stream], dtype=np.int64)
-    out = _encode_fields(HW, stream, opc)
+    out = encode_fields(HW, stream, opc)
     out[:, C_STAMP] = [-1 if i.cycle is None else i.cycle for i in stream]
     return out
 

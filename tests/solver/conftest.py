@@ -100,7 +100,7 @@ def brute_force_optimum(p: SchedulingProblem) -> int:
     fixed order the earliest schedule is a longest path (a makespan-optimal schedule is
     semi-active, so this is exact). Only for tiny problems.
     """
-    from solver.cpsat.index import lumped_makespan
+    from solver.index import lumped_makespan
 
     best = None
     for combo in itertools.product(*[j.modes for j in p.jobs]):

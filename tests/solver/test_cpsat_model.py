@@ -7,7 +7,7 @@ from solver_testkit import (HOST, Edge, Job, Mode, Refresh, Task, chain_mode, on
 
 from solver.certificate import busy_time, check_solution
 from solver.cpsat import build_model, lumped_makespan, problem_index, solve_cpsat
-from solver.cpsat.index import format_channels
+from solver.index import format_channels
 
 
 def solve(p, **kw):

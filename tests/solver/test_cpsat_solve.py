@@ -12,7 +12,7 @@ from solver.cpsat import solution_makespan, solve_cpsat
 from solver.cpsat.symmetry import canonical_hint, symmetric_classes
 from solver.heuristics import solve_greedy, solve_naive
 from solver.problem import Solution
-from solver.cpsat.index import problem_index
+from solver.index import problem_index
 
 REF = Refresh(tREFI=400, tRFC=35, max_postponed=8)
 

@@ -1,0 +1,84 @@
+"""The command group, the console and the error guard every command uses (commands: cli_info.py,
+cli_run.py; cli.py puts them together)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from hwmodel import HardwareError
+
+from .instance import InstanceError
+from .cli_errors import CompilerError, UserError
+from .options import PimsatGroup
+
+# Wide tables stay readable when the output is a file or a CI log (no terminal to measure).
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+DEFAULT_INSTANCE = Path(__file__).resolve().parent.parent / "instances" / "micro" / "gemv-4096-hbm2-64ch.yaml"
+
+
+def guard(fn):
+    """Turn the domain errors every command may raise into one-line exits with status 2."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from hwmodel.atomic import OutputLocked
+        from hwmodel.streams_io import StreamsError
+        from ir import IRError
+
+        from .output import OutputError
+
+        try:
+            return fn(*args, **kwargs)
+        except OutputLocked as e:
+            raise UserError(f"{e.filename}: {e.strerror}") from None
+        except (InstanceError, HardwareError, IRError, StreamsError, OutputError) as e:
+            raise UserError(str(e)) from None
+        except OSError as e:  # every OS error names its path (write_dir_atomically attaches it)
+            where = e.filename if e.filename not in (None, "") else None
+            raise UserError(f"{where}: {e.strerror or e}" if where else str(e)) from None
+        except _infeasible_types() as e:
+            raise UserError(f"infeasible: {e}") from None
+        except _verification_types() as e:
+            raise CompilerError(str(e)) from None
+        except _simulation_error() as e:
+            # the simulator rejected a program pimsat emitted: a compiler bug, reported precisely
+            raise CompilerError(f"the simulator rejected the emitted program: {e}") from None
+
+    return wrapper
+
+
+def _simulation_error():
+    from sim import SimulationError
+
+    return SimulationError
+
+
+def _infeasible_types():
+    from .pipeline import InfeasibleError
+
+    return (InfeasibleError,)
+
+
+def _verification_types():
+    from .pipeline import VerificationError
+
+    return (VerificationError,)
+
+
+@click.group(cls=PimsatGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="pimsat")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """pimsat — compile LLM decode steps for processing-in-memory DRAM with CP-SAT,
+    emit per-channel instruction streams, and verify them in a cycle-accurate simulator."""
+    from . import signals
+
+    ctx.call_on_close(signals.install())  # Ctrl-C, SIGTERM: clean up, one line, 130 / 143
+
+
+__all__ = ["CompilerError", "DEFAULT_INSTANCE", "UserError", "console", "guard", "main"]
