@@ -18,7 +18,7 @@ from solver.lower import LowerOptions, Lowering, LoweringError, lower
 from solver.payload import Style
 from solver.problem import Method, SchedulingProblem, Solution, Status
 from solver.task_timing import use_oracle
-from solver.template import expand, layer_count, template_problem
+from solver.template import expand, templatable, template_problem
 
 from .options import DEFAULT_WORK_BUDGET
 from .instance import Instance
@@ -182,7 +182,7 @@ class Solved:
 def solve_program(problem: SchedulingProblem, opts: SolveOptions) -> Solved:
     """Stage 2: schedule (a multi-layer program through its layer template, except naive)."""
     t0 = time.perf_counter()
-    if layer_count(problem) > 1 and Method(opts.method) is not Method.NAIVE:
+    if templatable(problem) is None and Method(opts.method) is not Method.NAIVE:
         solution, alternatives = solve_layered(problem, opts)
     else:
         solution, alternatives = solve(problem, opts)

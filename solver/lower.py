@@ -313,7 +313,7 @@ class Lowerer:
                 modes = self._host_chain_modes(name, members)
                 if self.opt.style == Style.NAIVE:
                     modes = [m for m in modes if m.name == "host"]
-                jobs.append(Job(name, tuple(covered), tuple(modes)))
+                jobs.append(Job(name, tuple(covered), tuple(modes), self._layer(covered)))
                 self._job_deps(name, covered, producers, absorbed, deps)
                 continue
             else:
@@ -348,7 +348,12 @@ class Lowerer:
                 f"{name}: no tiling fits a bank: the smallest candidate needs {need:,} rows per bank "
                 f"({need * org.row_bytes / 2**20:,.2f} MiB), a bank has {org.rows:,} rows "
                 f"({org.bank_bytes / 2**20:,.2f} MiB); add channels or rows")
-        return Job(name, tuple(covered), tuple(modes))
+        return Job(name, tuple(covered), tuple(modes), self._layer(covered))
+
+    def _layer(self, covered: list[str]) -> int | None:
+        """The decoder layer of a job: its ops' `layer` attribute when they all carry the same one."""
+        layers = {self.p.op(o).attrs.get("layer") for o in covered}
+        return layers.pop() if len(layers) == 1 else None
 
     def _host_chain_modes(self, name: str, ops: list[str]) -> list[Mode]:
         """A chain of host ops: one kernel launch for all (fused), or one launch each."""

@@ -90,6 +90,7 @@ class Job:
     name: str
     ops: tuple[str, ...]  # ir op names covered
     modes: tuple[Mode, ...]
+    layer: int | None = None  # the decoder layer of its ops (the IR's `layer` attr), None: outside or mixed
 
 
 @dataclass(frozen=True)
