@@ -12,14 +12,15 @@ import click
 from rich.table import Table
 
 from hwmodel.atomic import output_lock
+from solver.problem import Method
 
 from . import signals
 from .cli_base import DEFAULT_INSTANCE, CompilerError, UserError, console, guard, main
 from .instance import instance_files, load_instance
 from .options import DEFAULT_WORK_BUDGET, DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
 
-METHODS = ("naive", "greedy", "cpsat")
-TIERS = tuple(sorted(p.name for p in (Path(__file__).resolve().parent.parent / "instances").iterdir() if p.is_dir()))
+METHODS = tuple(m.value for m in Method)
+TIERS = ("fpga", "llm", "micro", "small")  # instances/<tier>/ (instances/generate.py)
 
 
 class LiveProgress:
@@ -336,17 +337,25 @@ def demo(time_limit) -> None:
 
 @main.command()
 @click.option("--tier", multiple=True, type=click.Choice(TIERS), default=("fpga", "micro"), show_default=True)
+@click.option("--instance", "extra", multiple=True, type=click.Path(), help="Also this instance file.")
+@click.option("--methods", default="naive,greedy,cpsat", show_default=True)
 @click.option("--time-limit", type=TIME_LIMIT, default=30.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(), default=None, callback=nonempty)
+@click.option("--root", type=click.Path(file_okay=False), default=None,
+              help="Folder holding instances/ and bench/best_known.json (default: the checkout, else .).")
 @click.option("--record", is_flag=True, help="write better cpsat makespans into bench/best_known.json")
 @guard
-def bench(tier, time_limit, json_path, record) -> None:
+def bench(tier, extra, methods, time_limit, json_path, root, record) -> None:
     """Run the benchmark tiers with all methods; print figures and ratios (non-zero exit on a
     regression against bench/best_known.json)."""
-    import runpy
-    import sys
+    from .benchmark import default_root, run_bench, tier_paths
 
-    root = Path(__file__).resolve().parent.parent / "bench" / "run_bench.py"
-    sys.argv = [str(root), "--time-limit", str(time_limit)] + [a for t in tier for a in ("--tier", t)] + (
-        ["--json", json_path] if json_path else []) + (["--record"] if record else [])
-    runpy.run_path(str(root), run_name="__main__")
+    base = Path(root) if root else default_root()
+    paths = tier_paths(base, list(tier)) + [Path(p) for p in extra]
+    wanted = [m.strip() for m in methods.split(",") if m.strip()]
+    bad = [m for m in wanted if m not in METHODS]
+    if bad or not wanted:
+        raise UserError(f"--methods: {','.join(bad) or 'empty'}: not one of {', '.join(METHODS)}")
+    code = run_bench(paths, wanted, time_limit, base / "bench" / "best_known.json", record, json_path)
+    if code:
+        raise SystemExit(code)

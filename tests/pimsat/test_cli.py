@@ -163,3 +163,22 @@ def test_live_progress_line_while_simulating():
     live.simulating(1_000_000, 2_000_000)
     text = str(live.live.renderable)
     assert "gemv greedy" in text and "1.0 M of 2.0 M instructions (50%" in text
+
+
+def test_bench_flags_a_regression_against_best_known(tmp_path):
+    """`pimsat bench --root DIR` (how it runs from an installed package): a tier of one instance,
+    its best-known makespan recorded one cycle below what the method achieves is a regression
+    (exit 1); `--record` never writes a slower figure, and the JSON holds every report."""
+    (tmp_path / "instances" / "fpga").mkdir(parents=True)
+    (tmp_path / "instances" / "fpga" / GEMV.name).write_text(GEMV.read_text())
+    (tmp_path / "bench").mkdir()
+    best = tmp_path / "bench" / "best_known.json"
+    r = invoke("bench", "--root", tmp_path, "--tier", "fpga", "--methods", "greedy", "--json", tmp_path / "b.json")
+    assert r.exit_code == 0, r.output
+    cycles = json.loads((tmp_path / "b.json").read_text())[0]["objective_cycles"]
+    best.write_text(json.dumps({"gemv-64x128-fpga": cycles - 1}))
+    r = invoke("bench", "--root", tmp_path, "--tier", "fpga", "--methods", "greedy", "--record")
+    assert r.exit_code == 1 and "REGRESSION" in r.output
+    assert json.loads(best.read_text()) == {"gemv-64x128-fpga": cycles - 1}
+    r = invoke("bench", "--root", tmp_path, "--tier", "fpga", "--methods", "fastest")
+    assert r.exit_code == 2 and "--methods: fastest" in r.output
