@@ -6,14 +6,15 @@ encoding of the listed streams (what `--out` writes and functional runs simulate
 Exits non-zero on the first instance and method whose tables differ. Tests cover small cases;
 this runs the check at real scale (a layer at batch 16 is tens of millions of instructions).
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 
 import numpy as np
-
 from compiled import compile_lazily
+
 from sim.encode import encode_stream
 
 

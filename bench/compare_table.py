@@ -10,6 +10,7 @@ simulated = predicted and 0 violations); with
 --bounds, the solver-free bounds come from `bench/bounds.py --json` (for reports written before a
 change to the bound; the programs and their cycles do not depend on it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,24 @@ def rows(reports: list[dict], phases: bool, bounds: dict[str, int] | None = None
     by: dict[str, dict[str, dict]] = {}
     for r in reports:
         by.setdefault(r["instance"], {})[r["method"]] = r
-    head = ["instance", "naive", "greedy", "cpsat", "cpsat status", "proven bound", "solver-free bound",
-            "cpsat vs solver-free", "naive / cpsat", "exact"]
+    head = [
+        "instance",
+        "naive",
+        "greedy",
+        "cpsat",
+        "cpsat status",
+        "proven bound",
+        "solver-free bound",
+        "cpsat vs solver-free",
+        "naive / cpsat",
+        "exact",
+    ]
     if phases:
         head += ["lower / solve / decode / simulate (s)", "instructions"]
-    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * 3 + "---|" + "---:|" * 4 + "---|"
-           + ("---|---:|" if phases else "")]
+    out = [
+        "| " + " | ".join(head) + " |",
+        "|---|" + "---:|" * 3 + "---|" + "---:|" * 4 + "---|" + ("---|---:|" if phases else ""),
+    ]
     for name in sorted(by):
         m = by[name]
         if not {"naive", "greedy", "cpsat"} <= set(m):
@@ -39,14 +52,25 @@ def rows(reports: list[dict], phases: bool, bounds: dict[str, int] | None = None
         cp = m["cpsat"]
         lb = (bounds or {}).get(name, cp["lower_bound_cycles"])
         exact = all(r["predicted_minus_simulated"] == 0 and r["violations"] == 0 for r in m.values())
-        cells = [name, _n(cyc["naive"]), _n(cyc["greedy"]), _n(cyc["cpsat"]), cp["status"], _n(cp["bound_cycles"]),
-                 _n(lb), f"+{100 * (cyc['cpsat'] / lb - 1):.1f} %", f"{cyc['naive'] / cyc['cpsat']:.2f}×",
-                 "yes" if exact else "NO"]
+        cells = [
+            name,
+            _n(cyc["naive"]),
+            _n(cyc["greedy"]),
+            _n(cyc["cpsat"]),
+            cp["status"],
+            _n(cp["bound_cycles"]),
+            _n(lb),
+            f"+{100 * (cyc['cpsat'] / lb - 1):.1f} %",
+            f"{cyc['naive'] / cyc['cpsat']:.2f}×",
+            "yes" if exact else "NO",
+        ]
         if phases:
             ph = cp["phase_seconds"]
             lower = max(r["phase_seconds"]["lower"] for r in m.values())  # `compare` lowers once per instance
-            cells += [f"{lower:.0f} / {cp['solve_seconds']:.1f} / {ph['decode']:.0f} / {ph['simulate']:.0f}",
-                      f"{cp['instructions'] / 1e6:.1f} M"]
+            cells += [
+                f"{lower:.0f} / {cp['solve_seconds']:.1f} / {ph['decode']:.0f} / {ph['simulate']:.0f}",
+                f"{cp['instructions'] / 1e6:.1f} M",
+            ]
         out.append("| " + " | ".join(cells) + " |")
     return out
 

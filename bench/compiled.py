@@ -1,5 +1,6 @@
 """The compiled program of an instance as `compare` streams it (timing-only, lazy, encoded parts),
 for the bench tools that look inside it."""
+
 from __future__ import annotations
 
 from pimsat.instance import load_instance

@@ -9,6 +9,7 @@ its own here: the stamps already hold what the waits imposed), SIG rows kept. Th
 best of `--reps` runs; the digest covers the per-instruction times, bank and unit state,
 counters and stalls (not the per-unit last-issue table, whose unread entries are free to differ).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,14 +17,26 @@ import hashlib
 import time
 
 import numpy as np
-
 from compiled import compile_lazily
+
 from sim import channel as K
 from sim.encode import SignalMap
 from sim.timing import compile_tables
 
-DIGESTED = ("counts", "bbursts", "pumacs", "hits", "misses", "stall", "issue", "lastc", "done", "openrow",
-            "gbready", "ring")
+DIGESTED = (
+    "counts",
+    "bbursts",
+    "pumacs",
+    "hits",
+    "misses",
+    "stall",
+    "issue",
+    "lastc",
+    "done",
+    "openrow",
+    "gbready",
+    "ring",
+)
 
 
 def channel_tables(path: str, method: str, channels: int):
@@ -76,8 +89,10 @@ def main() -> None:
     hw, tables = channel_tables(a.instance, a.method, a.channels)
     run(hw, [t[:64].copy() for t in tables[:1]], 1)  # compile / load the kernel first
     seconds, n, digest = run(hw, tables, a.reps)
-    print(f"{a.instance} ({a.method}): {len(tables)} channels, {n:,} instructions, kernel {seconds:.2f} s = "
-          f"{n / seconds / 1e6:.2f} M instructions/s, state digest {digest}")
+    print(
+        f"{a.instance} ({a.method}): {len(tables)} channels, {n:,} instructions, kernel {seconds:.2f} s = "
+        f"{n / seconds / 1e6:.2f} M instructions/s, state digest {digest}"
+    )
 
 
 if __name__ == "__main__":

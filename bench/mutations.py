@@ -23,6 +23,7 @@ either way or removed, and the instruction deleted. Each mutant is simulated and
 `--per-class N` keeps at most N mutants per (opcode, mutation) class, chosen by the seed (the
 tests use a sample; the figures in the issue notes come from full runs, N = 0).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,17 @@ def compile_instance(path: str | Path, method: str = "greedy") -> Compiled:
     r = run(inst, SolveOptions(method=method, functional=True, time_limit=10))
     state = ir.generate_state(r.program, seed=inst.seed)
     inputs = ir.generate_inputs(r.program, seed=inst.seed)
-    return Compiled(inst.name, r.hardware, r.program, state, inputs, r.compiled.streams,
-                    r.compiled.predicted_cycles, r.sim.log, r.sim.host)
+    return Compiled(
+        inst.name,
+        r.hardware,
+        r.program,
+        state,
+        inputs,
+        r.compiled.streams,
+        r.compiled.predicted_cycles,
+        r.sim.log,
+        r.sim.host,
+    )
 
 
 def mutants(c: Compiled):
@@ -94,7 +104,7 @@ def mutants(c: Compiled):
             for fi, f in enumerate(limits):
                 v = ins.args[fi]
                 nv = v + 1 if v + 1 < 1 << f.bits else v - 1
-                args = ins.args[:fi] + (nv,) + ins.args[fi + 1:]
+                args = ins.args[:fi] + (nv,) + ins.args[fi + 1 :]
                 yield f"{ins.op}.{f.name}", where, replaced(k, i, Instruction(ins.op, args, ins.cycle))
             if ins.cycle is not None:
                 if ins.cycle > 0:
@@ -120,7 +130,8 @@ def judge(c: Compiled, ss: StreamSet) -> tuple[str, str]:
         return DETECTED, "differs from the bit-true model"
     same_log = res.log.shape == c.log.shape and bool(np.array_equal(res.log, c.log))
     same_host = set(res.host) == set(c.host) and all(
-        np.array_equal(np.asarray(res.host[n]), np.asarray(c.host[n]), equal_nan=True) for n in c.host)
+        np.array_equal(np.asarray(res.host[n]), np.asarray(c.host[n]), equal_nan=True) for n in c.host
+    )
     if same_log and same_host:
         return HARMLESS, "same log, tensors and cycles"
     if same_host and _same_commands(res.log, c.log):
@@ -183,8 +194,10 @@ def main(argv=None) -> int:
         det = sum(v for (_, verdict), v in counts.items() if verdict == DETECTED)
         harm = sum(v for (_, verdict), v in counts.items() if verdict == HARMLESS)
         ret = sum(v for (_, verdict), v in counts.items() if verdict == LEGAL)
-        print(f"{c.name} ({a.method}, {c.streams.instruction_count():,} instructions): {total:,} mutants, "
-              f"{det:,} detected, {harm:,} harmless, {ret:,} legal variants, {len(undetected):,} undetected")
+        print(
+            f"{c.name} ({a.method}, {c.streams.instruction_count():,} instructions): {total:,} mutants, "
+            f"{det:,} detected, {harm:,} harmless, {ret:,} legal variants, {len(undetected):,} undetected"
+        )
         for cls, n in Counter(u.split(" at ")[0] + " (" + u.rsplit(": ", 1)[1] + ")" for u in undetected).most_common():
             print(f"    {n:5d}  {cls}")
         bad += len(undetected)

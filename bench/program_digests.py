@@ -8,6 +8,7 @@ For every instance of the tiers and every method, the program `pimsat solve --me
 hwmodel.streams.program_digest. Without --write, compares with tests/solver/golden/program_digests.json
 and exits 1 on a difference (listing it); with --write, records the current digests there.
 """
+
 from __future__ import annotations
 
 import argparse

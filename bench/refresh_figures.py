@@ -7,6 +7,7 @@ REFs pulled in (issued ahead of the one due by then) and the most owed (JEDEC al
 
 The test of the decoder's refresh (tests/solver/test_refresh_decode.py) uses `refresh_figures`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,11 +44,16 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=20.0)
     a = ap.parse_args()
     t0 = time.perf_counter()
-    r = run(load_instance(a.instance), SolveOptions(method=a.method, functional=False, record=True,
-                                                    time_limit=a.time_limit), a.set)
+    r = run(
+        load_instance(a.instance),
+        SolveOptions(method=a.method, functional=False, record=True, time_limit=a.time_limit),
+        a.set,
+    )
     gap, pulled, owed = refresh_figures(r.sim.log, int(r.sim.cycles), r.hardware.timing.p("tREFI"))
-    print(f"{r.instance.name} {a.method}: {int(r.sim.cycles):,} cycles; longest REF interval {gap:.2f} tREFI, "
-          f"at most {pulled} pulled in, at most {owed} owed ({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"{r.instance.name} {a.method}: {int(r.sim.cycles):,} cycles; longest REF interval {gap:.2f} tREFI, "
+        f"at most {pulled} pulled in, at most {owed} owed ({time.perf_counter() - t0:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 
 The same as `pimsat bench` (pimsat/benchmark.py), kept for scripts that call it by path.
 """
+
 from __future__ import annotations
 
 import sys

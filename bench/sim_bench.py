@@ -13,6 +13,7 @@ run uses fewer blocks (it moves real data).
 --instance: the program the compiler emits for an instance (timing-only, streamed as in `compare`):
 instructions, the simulate phase, the kernel's share of it and the rates.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ def channel_stream(hw, blocks: int, rows_per_block: int, stag: int = 1) -> list[
     halves = [sum(1 << (p * bpp + h) for p in range(nb // bpp)) for h in range(bpp)]
     s: list[Instruction] = []
     row = 0
-    for blk in range(blocks):
+    for _blk in range(blocks):
         s.append(Instruction("ACT", (halves[0], row)))
         for r in range(rows_per_block):
             cur = halves[r % bpp]
@@ -60,8 +61,14 @@ def bench_timing(hw, ss: StreamSet, record: bool) -> dict:
     t0 = time.perf_counter()
     r = simulate(hw, ss, functional=False, record=record)
     dt = time.perf_counter() - t0
-    return {"commands": r.commands, "cycles": r.cycles, "seconds": dt, "cmd_per_s": r.commands / dt,
-            "cycles_per_s": r.cycles / dt, "instructions": ss.instruction_count()}
+    return {
+        "commands": r.commands,
+        "cycles": r.cycles,
+        "seconds": dt,
+        "cmd_per_s": r.commands / dt,
+        "cycles_per_s": r.cycles / dt,
+        "instructions": ss.instruction_count(),
+    }
 
 
 def bench_kernel(hw, ss: StreamSet) -> dict:
@@ -88,7 +95,7 @@ def functional_program(hw, channels, blocks, rows_per_block):
     """A GEMV whose weights match the bench layout, so the functional run has real data."""
     from ir import gemv_program
 
-    nb, bpp = hw.organization.banks_per_channel, hw.pim.banks_per_pu
+    nb = hw.organization.banks_per_channel
     E, cols = hw.elements_per_burst, hw.organization.columns
     k = cols * E
     prog = gemv_program(hw.pim.acc_registers, k, dtype=hw.pim.dtype)
@@ -107,9 +114,11 @@ def bench_instance(path: str, method: str) -> None:
     run = pipeline.run(load_instance(path), pipeline.SolveOptions(method=method, functional=False, record=False))
     n, ph = run.compiled.streams.instruction_count(), run.sim.phase_seconds
     sim_s = run.timings["simulate"]
-    print(f"{path} ({method}): {n:,} instructions, {run.sim.cycles:,} cycles; simulate {sim_s:.1f} s = "
-          f"{n / sim_s / 1e6:.2f} M instructions/s, of which the kernel {ph['kernel']:.1f} s = "
-          f"{n / ph['kernel'] / 1e6:.2f} M instructions/s ({100 * ph['kernel'] / sim_s:.0f} %)")
+    print(
+        f"{path} ({method}): {n:,} instructions, {run.sim.cycles:,} cycles; simulate {sim_s:.1f} s = "
+        f"{n / sim_s / 1e6:.2f} M instructions/s, of which the kernel {ph['kernel']:.1f} s = "
+        f"{n / ph['kernel'] / 1e6:.2f} M instructions/s ({100 * ph['kernel'] / sim_s:.0f} %)"
+    )
 
 
 def main() -> None:
@@ -136,11 +145,15 @@ def main() -> None:
     print(f"{a.preset}: {a.channels} channels, {ss.instruction_count():,} instructions generated in {gen:.1f} s")
     for record in (False, True):
         r = bench_timing(hw, ss, record)
-        print(f"timing-only{' +log' if record else ''}: {r['commands']:,} commands, {r['cycles']:,} cycles per "
-              f"channel in {r['seconds']:.2f} s -> {r['cmd_per_s'] / 1e6:.2f} M commands/s, "
-              f"{r['cycles_per_s'] * a.channels / 1e6:.1f} M channel-cycles/s")
+        print(
+            f"timing-only{' +log' if record else ''}: {r['commands']:,} commands, {r['cycles']:,} cycles per "
+            f"channel in {r['seconds']:.2f} s -> {r['cmd_per_s'] / 1e6:.2f} M commands/s, "
+            f"{r['cycles_per_s'] * a.channels / 1e6:.1f} M channel-cycles/s"
+        )
     k = bench_kernel(hw, ss)
-    print(f"kernel alone: {k['commands']:,} commands in {k['seconds']:.2f} s -> {k['cmd_per_s'] / 1e6:.1f} M commands/s")
+    print(
+        f"kernel alone: {k['commands']:,} commands in {k['seconds']:.2f} s -> {k['cmd_per_s'] / 1e6:.1f} M commands/s"
+    )
     bench_functional(hw, a.channels, a.functional_blocks, a.rows_per_block)
 
 
@@ -148,7 +161,6 @@ def bench_functional(hw, channels: int, blocks: int, rows_per_block: int) -> Non
     """The same streams with data: a GEMV's weights placed where the MACs read, x broadcast. The
     streams end without an epilogue, so the data path runs through sim.functional directly."""
     from ir import generate_inputs, generate_state
-
     from sim.engine import run_timing
     from sim.functional import Machine
 
@@ -163,9 +175,11 @@ def bench_functional(hw, channels: int, blocks: int, rows_per_block: int) -> Non
     m.run()
     dt = time.perf_counter() - t0
     n = int(sum(s["counts"].sum() for s in timed.channels))
-    print(f"functional: {n:,} commands, {timed.makespan:,} cycles in {dt:.2f} s (timing + loading "
-          f"{t1 - t0:.2f} s) -> {n / dt / 1e6:.2f} M commands/s, "
-          f"{timed.makespan * channels / dt / 1e6:.2f} M channel-cycles/s")
+    print(
+        f"functional: {n:,} commands, {timed.makespan:,} cycles in {dt:.2f} s (timing + loading "
+        f"{t1 - t0:.2f} s) -> {n / dt / 1e6:.2f} M commands/s, "
+        f"{timed.makespan * channels / dt / 1e6:.2f} M channel-cycles/s"
+    )
 
 
 if __name__ == "__main__":

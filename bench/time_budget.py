@@ -7,6 +7,7 @@ For every channel group of the emitted program: makespan = PIM task work + REF t
 PIM task work is the sum of the exact durations of the group's tasks (row changes included);
 the bandwidth figure beside it is what the same bytes need at the units' peak rate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,14 +22,18 @@ def budget(path: str, method: str, time_limit: float, timeline: bool = False) ->
     total = r.sim.cycles
     tasks = {t.name: t for j in r.problem.jobs for m in j.modes for t in m.tasks}
     tRFC = r.problem.refresh.tRFC if r.problem.refresh else 0
-    lines = [f"{inst.name} ({method}): {total:,} cycles; solver-free bound {r.bounds.cycles:,} "
-             f"(bandwidth alone {r.bounds.bandwidth_cycles:,})"]
+    lines = [
+        f"{inst.name} ({method}): {total:,} cycles; solver-free bound {r.bounds.cycles:,} "
+        f"(bandwidth alone {r.bounds.bandwidth_cycles:,})"
+    ]
     for g in r.problem.groups:
         work = sum(tasks[n].duration for n in r.compiled.task_starts if tasks[n].resource == g.name)
         ref = len(r.compiled.refreshes.get(g.name, ())) * tRFC
         wait = total - work - ref
-        lines.append(f"  {g.name}: PIM task work {work:,} ({work / total:.1%}), REF {ref:,} ({ref / total:.1%}), "
-                     f"waiting for the host {wait:,} ({wait / total:.1%})")
+        lines.append(
+            f"  {g.name}: PIM task work {work:,} ({work / total:.1%}), REF {ref:,} ({ref / total:.1%}), "
+            f"waiting for the host {wait:,} ({wait / total:.1%})"
+        )
     if timeline:  # the host and the first group: start, end, task
         first = r.problem.groups[0].name
         for name, start in sorted(r.compiled.task_starts.items(), key=lambda kv: (kv[1], kv[0])):

@@ -15,6 +15,7 @@ Every OSError leaving the writer names a path: the target's, never the temporary
 PIMSAT_TEST_PAUSE_AT=STEP:ACTION (STEP one of STEPS; ACTION a signal name such as SIGINT, or
 sleep=SECONDS) lets the tests interrupt a write between its steps.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -108,8 +109,9 @@ def _renameat2() -> Callable[..., int] | None:
         return None
     syscall = libc.syscall
     syscall.restype = ctypes.c_long
-    return lambda a, p, b, q, flags: syscall(ctypes.c_long(number), ctypes.c_int(a), p, ctypes.c_int(b), q,
-                                             ctypes.c_uint(flags))
+    return lambda a, p, b, q, flags: syscall(
+        ctypes.c_long(number), ctypes.c_int(a), p, ctypes.c_int(b), q, ctypes.c_uint(flags)
+    )
 
 
 def exchange(a: Path, b: Path) -> bool:
@@ -222,7 +224,7 @@ def _name_target(e: OSError, tmp: Path, out: Path) -> None:
     for attr in ("filename", "filename2"):
         name = getattr(e, attr)
         if isinstance(name, str) and name.startswith(str(tmp)):
-            setattr(e, attr, str(out) + name[len(str(tmp)):])
+            setattr(e, attr, str(out) + name[len(str(tmp)) :])
     if e.errno is None:
         _retarget_message(e, tmp, out)
     name_path(e, out)

@@ -1,4 +1,5 @@
 """Derived figures of a hardware description (what `pimsat hw` prints)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

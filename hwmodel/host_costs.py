@@ -16,6 +16,7 @@ Costs, in memory-clock cycles (all integers):
 * ``epilogue_cycles(hw, program, i)`` - epilogue of a PIM-dispatched op (EPI):
   ``dispatch_cycles + ceil(output elements / vector_elements_per_cycle)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,10 @@ def host_mv_cycles(hw: Hardware, program, op_index: int, rows: int) -> int:
 def mv_chain_cycles(hw: Hardware, program, ranges) -> list[int]:
     """Busy cycles of each HMV of one launch, `ranges` = [(op index, rows), ...] (the first HMV,
     then HMVs with chain=1): only the first pays ``dispatch_cycles``."""
-    return [host_mv_cycles(hw, program, i, rows) - (hw.host.dispatch_cycles if k else 0)
-            for k, (i, rows) in enumerate(ranges)]
+    return [
+        host_mv_cycles(hw, program, i, rows) - (hw.host.dispatch_cycles if k else 0)
+        for k, (i, rows) in enumerate(ranges)
+    ]
 
 
 def chain_cycles(hw: Hardware, program, op_indices) -> list[int]:

@@ -3,10 +3,11 @@
 The table is data; this module only loads it and gives instructions a typed, hashable form.
 Encoding, assembly and the reference page live in `isa_codec.py`, `isa_asm.py`, `isa_doc.py`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -86,8 +87,7 @@ class Instruction:
         if len(args) != len(limits):
             spec = _BY_MNEMONIC[self.op]
             raise ValueError(
-                f"{self.op} takes {len(spec.fields)} fields ({', '.join(spec.field_names)}), "
-                f"got {len(args)}"
+                f"{self.op} takes {len(spec.fields)} fields ({', '.join(spec.field_names)}), got {len(args)}"
             )
         for v, limit in zip(args, limits):
             if not 0 <= v < limit:
@@ -110,7 +110,7 @@ class Instruction:
     def fields(self) -> dict[str, int]:
         return dict(zip(self.spec.field_names, self.args))
 
-    def at(self, cycle: int | None) -> "Instruction":
+    def at(self, cycle: int | None) -> Instruction:
         """The same instruction stamped at `cycle` (fields were checked when it was built)."""
         if cycle is not None and not 0 <= cycle < _MAX_CYCLE:
             raise ValueError(f"{self.op}: issue cycle {cycle} out of range")
@@ -119,7 +119,9 @@ class Instruction:
 
 _new = object.__new__
 _set_op, _set_args, _set_cycle = (
-    Instruction.op.__set__, Instruction.args.__set__, Instruction.cycle.__set__  # type: ignore[attr-defined]
+    Instruction.op.__set__,
+    Instruction.args.__set__,
+    Instruction.cycle.__set__,  # type: ignore[attr-defined]
 )
 
 
@@ -139,7 +141,7 @@ _DEFAULTS = {o.mnemonic: {f.name: f.default for f in o.fields if f.default is no
 _MAX_CYCLE = (1 << 64) - 1
 
 
-@lru_cache(maxsize=None)
+@cache
 def _field_index(op: str, name: str) -> int:
     return _BY_MNEMONIC[op].field_names.index(name)
 

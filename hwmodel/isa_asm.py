@@ -7,6 +7,7 @@ Fields print in table order as name=value: `mask` and `emask` in hex (0x, upper-
 the others in decimal. The parser takes the fields in any order and either base for any field.
 `#` starts a comment; blank lines are ignored.
 """
+
 from __future__ import annotations
 
 from .isa import ISA, Instruction, OpSpec
@@ -73,9 +74,7 @@ def parse_line(text: str, source: str = "<string>", lineno: int = 1) -> Instruct
     spec = _SPECS.get(mnemonic)
     if spec is None:
         hint = " (mnemonics are upper case)" if mnemonic.upper() in _SPECS else ""
-        raise AsmError(
-            f"{where}: unknown mnemonic {mnemonic!r}{hint}; known: {', '.join(_SPECS)}"
-        )
+        raise AsmError(f"{where}: unknown mnemonic {mnemonic!r}{hint}; known: {', '.join(_SPECS)}")
     values: dict[str, int] = {}
     widths = {f.name: f.bits for f in spec.fields}
     for tok in tokens[1:]:

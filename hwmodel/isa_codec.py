@@ -10,13 +10,14 @@ followed by the 16-byte word.
 The stream functions are vectorised with numpy (one pass per opcode) so that ~10^6
 instructions encode or decode in about a second.
 """
+
 from __future__ import annotations
 
 import gc
 import struct
 from contextlib import contextmanager
-from itertools import chain, repeat
 from dataclasses import dataclass
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -103,6 +104,7 @@ def decode(data: bytes, cycle: int | None = None) -> Instruction:
 
 # --- streams -----------------------------------------------------------------------------
 
+
 def _field_halves(col: np.ndarray, shift: int, width: int) -> tuple[np.ndarray | None, np.ndarray | None]:
     """A field column placed at `shift`, split into its low-64 and high-64 contributions."""
     if shift >= 64:
@@ -118,9 +120,7 @@ def encode_records(instrs: list[Instruction]) -> np.ndarray:
     rec = np.zeros(n, dtype=RECORD_DTYPE)
     if n == 0:
         return rec
-    rec["cycle"] = np.array(
-        [UNSTAMPED if i.cycle is None else i.cycle for i in instrs], dtype=np.uint64
-    )
+    rec["cycle"] = np.array([UNSTAMPED if i.cycle is None else i.cycle for i in instrs], dtype=np.uint64)
     ops = [i.op for i in instrs]
     groups: dict[str, list[int]] = {}
     for k, op in enumerate(ops):
@@ -162,9 +162,7 @@ def read_header(data: bytes) -> tuple[int, int, int]:
         raise ValueError(f"stream is ISA version {major}.{minor}; this build reads {ours[0]}.0-{ours[0]}.{ours[1]}")
     expected = HEADER_BYTES + count * RECORD_BYTES
     if len(data) != expected:
-        raise ValueError(
-            f"header says {count} records ({expected} bytes) but the stream has {len(data)} bytes"
-        )
+        raise ValueError(f"header says {count} records ({expected} bytes) but the stream has {len(data)} bytes")
     return major, minor, count
 
 

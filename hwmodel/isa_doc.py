@@ -1,6 +1,7 @@
 """Generate the ISA reference page (docs/isa.md) from the ISA table, the family timing table and
 the presets.   python -m hwmodel.isa_doc > docs/isa.md
 """
+
 from __future__ import annotations
 
 import sys
@@ -53,8 +54,13 @@ def _overview() -> list[str]:
         *_table(
             ["mnemonic", "opcode", "stream", "command", "fields"],
             [
-                [f"[`{o.mnemonic}`](#{o.mnemonic.lower()})", f"0x{o.opcode:02X}", o.stream,
-                 o.command or "-", ", ".join(f"{f.name}:{f.bits}" for f in o.fields) or "-"]
+                [
+                    f"[`{o.mnemonic}`](#{o.mnemonic.lower()})",
+                    f"0x{o.opcode:02X}",
+                    o.stream,
+                    o.command or "-",
+                    ", ".join(f"{f.name}:{f.bits}" for f in o.fields) or "-",
+                ]
                 for o in ISA.ops
             ],
         ),
@@ -65,13 +71,11 @@ def _overview() -> list[str]:
 def _instruction(mnemonic: str) -> list[str]:
     lay = LAYOUTS[mnemonic]
     o = lay.spec
-    rows: list[list[object]] = [["opcode", _bits(0, ISA.opcode_bits - 1), ISA.opcode_bits,
-                                 f"0x{o.opcode:02X}"]]
+    rows: list[list[object]] = [["opcode", _bits(0, ISA.opcode_bits - 1), ISA.opcode_bits, f"0x{o.opcode:02X}"]]
     for name, lo, hi in lay.fields_at():
         rows.append([f"`{name}`", _bits(lo, hi), hi - lo + 1, "hex" if name in HEX_FIELDS else ""])
     if lay.used_bits < ISA.word_bits:
-        rows.append(["reserved", _bits(lay.used_bits, ISA.word_bits - 1),
-                     ISA.word_bits - lay.used_bits, "zero"])
+        rows.append(["reserved", _bits(lay.used_bits, ISA.word_bits - 1), ISA.word_bits - lay.used_bits, "zero"])
     return [
         f"### {o.mnemonic}",
         "",
@@ -89,9 +93,17 @@ def _timing(hws: list[Hardware]) -> list[str]:
     rows = []
     for raw in family_timing_table():
         c = TimingConstraint.model_validate(raw)
-        rows.append([c.prev, c.next, c.scope, f"`{c.latency}`", c.window or "",
-                     f"gb_write_path = {c.when}" if c.when else "",
-                     *(hw.timing.latency_of(c) if c.when in (None, hw.pim.gb_write_path) else "—" for hw in hws)])
+        rows.append(
+            [
+                c.prev,
+                c.next,
+                c.scope,
+                f"`{c.latency}`",
+                c.window or "",
+                f"gb_write_path = {c.when}" if c.when else "",
+                *(hw.timing.latency_of(c) if c.when in (None, hw.pim.gb_write_path) else "—" for hw in hws),
+            ]
+        )
     return [
         "## Timing table of the family",
         "",

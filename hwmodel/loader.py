@@ -3,6 +3,7 @@
 Every failure is a `HardwareError` whose message names the file and the field:
     hwmodel/presets/hbm2-pim.yaml: timing.params.tRCDRD: missing timing parameter tRCDRD
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,9 +46,7 @@ def resolve_source(name_or_path: str) -> Path:
         return path
     candidate = PRESET_DIR / f"{name_or_path}.yaml"
     if not candidate.exists():
-        raise HardwareError(
-            f"unknown hardware preset {name_or_path!r} (presets: {', '.join(preset_names())})"
-        )
+        raise HardwareError(f"unknown hardware preset {name_or_path!r} (presets: {', '.join(preset_names())})")
     return candidate
 
 
@@ -60,8 +59,9 @@ def _labels(overrides: list[str], labels: list[str] | None) -> list[str]:
     return list(labels) if labels is not None else [f"--set {item}" for item in overrides]
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str], source: str,
-                    labels: list[str] | None = None) -> dict[str, Any]:
+def apply_overrides(
+    data: dict[str, Any], overrides: list[str], source: str, labels: list[str] | None = None
+) -> dict[str, Any]:
     """`pim.lanes=32`, `organization.channels=8`, `timing.params.tRCDRD=20`. `labels`: what to
     blame for each override in a message (default `--set ITEM`)."""
     data = copy.deepcopy(data)
@@ -94,7 +94,6 @@ def one_line(source: str, err: ValidationError, prefix: str = "") -> str:
     return f"{source}: {field}: {msg}{more}"
 
 
-
 def _add_derived_params(data: dict[str, Any], source: str) -> None:
     """Add tLINK to timing.params (malformed fields are left for the model to report)."""
     timing, host, org = (data.get(k) for k in ("timing", "host", "organization"))
@@ -103,8 +102,10 @@ def _add_derived_params(data: dict[str, Any], source: str) -> None:
         return
     for name in DERIVED_PARAMS:
         if name in params:
-            raise HardwareError(f"{source}: timing.params.{name}: derived, not a preset parameter "
-                                "(set host.link_bytes_per_cycle instead)")
+            raise HardwareError(
+                f"{source}: timing.params.{name}: derived, not a preset parameter "
+                "(set host.link_bytes_per_cycle instead)"
+            )
     try:
         params["tLINK"] = link_burst_cycles(int(org["burst_bytes"]), float(host["link_bytes_per_cycle"]))
     except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
@@ -126,8 +127,9 @@ def hardware_from_dict(data: dict[str, Any], source: str = "<hardware>") -> Hard
         raise HardwareError(one_line(source, e)) from None
 
 
-def load_hardware(name_or_path: str = "hbm2-pim", overrides: list[str] | tuple[str, ...] = (),
-                  labels: list[str] | None = None) -> Hardware:
+def load_hardware(
+    name_or_path: str = "hbm2-pim", overrides: list[str] | tuple[str, ...] = (), labels: list[str] | None = None
+) -> Hardware:
     """A preset or YAML file with `overrides`; a failure that an override causes is blamed on
     it (its label, default `--set ITEM`), not on the file."""
     path = resolve_source(name_or_path)

@@ -3,6 +3,7 @@
 Everything here is data. Algorithms (the simulator, the solver's cost model) read a
 `Hardware` and never re-check what these models guarantee.
 """
+
 from __future__ import annotations
 
 import re
@@ -77,7 +78,8 @@ class PIM(_Strict):
     gb_write_path: Literal["data_bus", "dedicated"] = Field(
         default="data_bus",
         description="how WRGB reaches the global buffer: over the data bus as column writes (HBM-PIM: "
-                    "read/write turnarounds against MACs apply) or by a dedicated path (AiM: none)")
+        "read/write turnarounds against MACs apply) or by a dedicated path (AiM: none)",
+    )
 
     @property
     def element_bytes(self) -> int:
@@ -109,7 +111,8 @@ class TimingConstraint(_Strict):
     latency: str | int
     window: int | None = Field(default=None, ge=2, le=64)
     when: Literal["data_bus", "dedicated"] | None = Field(
-        default=None, description="the row applies only where pim.gb_write_path has this value")
+        default=None, description="the row applies only where pim.gb_write_path has this value"
+    )
 
     @field_validator("prev", "next")
     @classmethod
@@ -151,8 +154,9 @@ class Timing(_Strict):
     # between two REFs is at most 9 x tREFI.
     max_postponed_refresh: int = Field(default=8, ge=0, le=64)
     max_pulled_in_refresh: int = Field(default=8, ge=0, le=1 << 20)
-    max_refresh_interval: int = Field(default=9, ge=1, le=1 << 20,
-                                      description="most tREFI intervals between two REFs (and from the start)")
+    max_refresh_interval: int = Field(
+        default=9, ge=1, le=1 << 20, description="most tREFI intervals between two REFs (and from the start)"
+    )
 
     @field_validator("params")
     @classmethod
@@ -166,26 +170,24 @@ class Timing(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _resolve(self) -> "Timing":
+    def _resolve(self) -> Timing:
         for i, c in enumerate(self.constraints):
             for _, term in c.terms():
                 if not _TERM.match(term):
                     raise ValueError(f"constraints[{i}].latency: cannot parse term {term!r}")
                 if not term.lstrip("-").isdigit() and term not in self.params:
-                    raise ValueError(
-                        f"constraints[{i}] ({c.prev}->{c.next}): unknown timing parameter {term!r}"
-                    )
+                    raise ValueError(f"constraints[{i}] ({c.prev}->{c.next}): unknown timing parameter {term!r}")
             if self.latency_of(c) < 0:
                 raise ValueError(f"constraints[{i}] ({c.prev}->{c.next}): negative latency")
         if self.params["tRFC"] >= self.params["tREFI"]:
-            raise ValueError(f"params.tRFC = {self.params['tRFC']} must be shorter than the refresh interval "
-                             f"tREFI = {self.params['tREFI']}")
+            raise ValueError(
+                f"params.tRFC = {self.params['tRFC']} must be shorter than the refresh interval "
+                f"tREFI = {self.params['tREFI']}"
+            )
         return self
 
     def latency_of(self, c: TimingConstraint) -> int:
-        return sum(
-            s * (int(t) if t.lstrip("-").isdigit() else self.params[t]) for s, t in c.terms()
-        )
+        return sum(s * (int(t) if t.lstrip("-").isdigit() else self.params[t]) for s, t in c.terms())
 
     def p(self, name: str) -> int:
         return self.params[name]
@@ -205,9 +207,29 @@ def link_burst_cycles(burst_bytes: int, link_bytes_per_cycle: float) -> int:
 
 # Parameters every preset must define: the simulator and the cost model read them by name.
 REQUIRED_PARAMS: tuple[str, ...] = (
-    "CL", "CWL", "BL2", "tRCDRD", "tRCDWR", "tRP", "tRAS", "tRC", "tCCD_S", "tCCD_L",
-    "tRRD_S", "tRRD_L", "tFAW", "tWR", "tRTP", "tWTR_S", "tWTR_L", "tREFI", "tRFC",
-    "tMAC", "tMACL", "tGB", "tACT_BUS",
+    "CL",
+    "CWL",
+    "BL2",
+    "tRCDRD",
+    "tRCDWR",
+    "tRP",
+    "tRAS",
+    "tRC",
+    "tCCD_S",
+    "tCCD_L",
+    "tRRD_S",
+    "tRRD_L",
+    "tFAW",
+    "tWR",
+    "tRTP",
+    "tWTR_S",
+    "tWTR_L",
+    "tREFI",
+    "tRFC",
+    "tMAC",
+    "tMACL",
+    "tGB",
+    "tACT_BUS",
 )
 
 
@@ -229,17 +251,15 @@ class Hardware(_Strict):
         ours = tuple(int(x) for x in ISA_VERSION.split("."))
         m = re.fullmatch(r"(\d+)\.(\d+)", v)
         if not m or int(m[1]) != ours[0] or int(m[2]) > ours[1]:
-            raise ValueError(f"ISA {v} is not implemented by this pimsat (it implements "
-                             f"{ours[0]}.0 to {ISA_VERSION})")
+            raise ValueError(f"ISA {v} is not implemented by this pimsat (it implements {ours[0]}.0 to {ISA_VERSION})")
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Hardware":
+    def _consistent(self) -> Hardware:
         org, pim = self.organization, self.pim
         if org.banks_per_channel % pim.banks_per_pu:
             raise ValueError(
-                f"pim.banks_per_pu = {pim.banks_per_pu} does not divide "
-                f"{org.banks_per_channel} banks per channel"
+                f"pim.banks_per_pu = {pim.banks_per_pu} does not divide {org.banks_per_channel} banks per channel"
             )
         epb = org.burst_bytes // pim.element_bytes
         if epb % pim.lanes and pim.lanes % epb:
@@ -254,8 +274,10 @@ class Hardware(_Strict):
             )
         for i, c in enumerate(self.timing.constraints):
             if c.when is not None and c.when != pim.gb_write_path:
-                raise ValueError(f"timing.constraints[{i}] ({c.prev}->{c.next}) applies when pim.gb_write_path = "
-                                 f"{c.when}; this hardware has {pim.gb_write_path}")
+                raise ValueError(
+                    f"timing.constraints[{i}] ({c.prev}->{c.next}) applies when pim.gb_write_path = "
+                    f"{c.when}; this hardware has {pim.gb_write_path}"
+                )
         link = link_burst_cycles(org.burst_bytes, self.host.link_bytes_per_cycle)
         if self.timing.params.get("tLINK") != link:
             raise ValueError(

@@ -18,6 +18,7 @@ output element; RDACC adds it to a zeroed fp32 staging element, which is exact) 
 matrix unit (HMV rows; a gemv or attention run by HOP). The op-level results built from it
 (`gemv`, `attn_score`, `attn_context`) are then rounded once to the output dtype by the caller.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,7 @@ def burst_sums(products: np.ndarray) -> np.ndarray:
         p = np.concatenate([p, np.zeros(p.shape[:-1] + (width - e,), dtype=F32)], axis=-1)
     while p.shape[-1] > 1:
         h = p.shape[-1] // 2
-        p = p[..., :h] + p[..., h:]          # fp32 + fp32 -> fp32: one rounding per adder
+        p = p[..., :h] + p[..., h:]  # fp32 + fp32 -> fp32: one rounding per adder
     return p[..., 0]
 
 
@@ -65,13 +66,13 @@ def dot(x: np.ndarray, w: np.ndarray, e: int, max_block: int = 1 << 22) -> np.nd
     xb = x.reshape(v, bursts, e)
     wb = w.reshape(n, bursts, e)
     acc = np.zeros((v, n), dtype=F32)
-    rows = max(1, max_block // max(1, v * e))      # output rows per block: bounded temporaries
+    rows = max(1, max_block // max(1, v * e))  # output rows per block: bounded temporaries
     for r0 in range(0, n, rows):
-        part = acc[:, r0:r0 + rows]
+        part = acc[:, r0 : r0 + rows]
         for b in range(bursts):
-            s = burst_sums(xb[:, None, b, :] * wb[None, r0:r0 + rows, b, :])
+            s = burst_sums(xb[:, None, b, :] * wb[None, r0 : r0 + rows, b, :])
             part = part + s
-        acc[:, r0:r0 + rows] = part
+        acc[:, r0 : r0 + rows] = part
     return acc
 
 
@@ -85,7 +86,6 @@ def pim_op(kind: str, attrs: dict, operands: list[np.ndarray], e: int) -> np.nda
     if kind == "attn_context":
         return attn_context(attrs, operands[0], operands[1], e)
     raise ValueError(f"{kind} is not a PIM-capable op")
-
 
 
 def gemv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, e: int) -> np.ndarray:
@@ -120,7 +120,7 @@ def attn_context(attrs: dict, p: np.ndarray, cache: np.ndarray, e: int) -> np.nd
     out = np.empty((b, heads, hd), dtype=F32)
     for bi in range(b):
         for h in range(heads):
-            vt = np.asarray(cache[bi, h // group, : pos + 1], dtype=F32).T      # [hd, L]
+            vt = np.asarray(cache[bi, h // group, : pos + 1], dtype=F32).T  # [hd, L]
             out[bi, h] = dot(np.asarray(p[bi, h], dtype=F32)[None], vt, e)[0]
     return out.reshape(b, heads * hd)
 
@@ -133,8 +133,9 @@ def attn_context(attrs: dict, p: np.ndarray, cache: np.ndarray, e: int) -> np.nd
 TOLERANCE = {"fp16": 2e-2, "bf16": 6e-2, "fp32": 1e-4, "int32": 0.0}
 
 
-def within_tolerance(got: np.ndarray, ref: np.ndarray, dtype: str,
-                     tolerance: dict[str, float] | None = None) -> tuple[bool, float]:
+def within_tolerance(
+    got: np.ndarray, ref: np.ndarray, dtype: str, tolerance: dict[str, float] | None = None
+) -> tuple[bool, float]:
     """(match, max |got - ref|) of one output under the rule above (`tolerance` overrides entries
     of TOLERANCE). A shape mismatch or NaN is no match, with error inf."""
     got = np.asarray(got, dtype=np.float64)

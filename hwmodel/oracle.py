@@ -5,6 +5,7 @@ The solver measures every task's duration by issuing its commands on a quiet dev
 that composes the pipeline: pimsat's pipeline and the test suite hand in the simulator
 (sim.oracle.time_commands), so the durations the solver schedules are the simulator's, exactly.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -10,6 +10,7 @@ kind of message for every way they can be broken: `PATH: WHERE: REASON`, one lin
 The limits are far beyond any real instance or hardware file (tens to hundreds of values) and
 stop the expansion early, so checking costs at most MAX_NODES steps.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,7 +74,7 @@ class _StrictLoader(yaml.SafeLoader):
             try:
                 dup = key in seen
             except TypeError:
-                continue      # an unhashable key: the base constructor reports it
+                continue  # an unhashable key: the base constructor reports it
             if dup:
                 raise _DuplicateKey(key, key_node.start_mark)
             seen.add(key)
@@ -132,5 +133,7 @@ def check_size(data: Any, source: str, error: type[Exception]) -> None:
         elif isinstance(node, (str, bytes)):
             text += len(node)
         if nodes > MAX_NODES or text > MAX_TEXT:
-            raise error(f"{source}: too large: more than {MAX_NODES:,} values or {MAX_TEXT:,} characters "
-                        "after YAML alias expansion")
+            raise error(
+                f"{source}: too large: more than {MAX_NODES:,} values or {MAX_TEXT:,} characters "
+                "after YAML alias expansion"
+            )

@@ -1,5 +1,6 @@
 """A compiled program as the hardware sees it: per-channel streams, a host stream, the symbol
 table of host tensors and the placement of resident tensors in banks."""
+
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +12,7 @@ from dataclasses import astuple, dataclass, field
 import numpy as np
 
 from .isa import Instruction
-from .isa_codec import no_gc, encode_stream
+from .isa_codec import encode_stream, no_gc
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class LazyStream(Sequence):
         k = bisect_right(self._offsets, start) - 1
         while start < stop:
             lo, hi = start - self._offsets[k], min(stop, self._offsets[k + 1]) - self._offsets[k]
-            self._parts[k][2](lo, hi, table[at:at + hi - lo])
+            self._parts[k][2](lo, hi, table[at : at + hi - lo])
             at += hi - lo
             start += hi - lo
             k += 1
@@ -126,7 +127,7 @@ class LazyStream(Sequence):
             while start < stop:
                 seq = self._part(k)
                 lo = start - self._offsets[k]
-                take = seq[lo: lo + stop - start]
+                take = seq[lo : lo + stop - start]
                 out.extend(take)
                 start += len(take)
                 k += 1
@@ -144,8 +145,11 @@ class ProgramDigest:
 
     def __init__(self, ss: StreamSet):
         self._h = hashlib.sha256()
-        self._h.update(json.dumps([ss.isa_version, list(ss.symbols), [list(astuple(p)) for p in ss.placements]],
-                                  separators=(",", ":")).encode())
+        self._h.update(
+            json.dumps(
+                [ss.isa_version, list(ss.symbols), [list(astuple(p)) for p in ss.placements]], separators=(",", ":")
+            ).encode()
+        )
 
     def add(self, encoded_stream: bytes) -> None:
         self._h.update(len(encoded_stream).to_bytes(8, "little"))

@@ -8,6 +8,7 @@ The directory is built under a temporary name beside the target and renamed into
 failure never leaves half-written output. Reading prefers the .bin files (the .s files are for
 people); every error is a one-line `StreamsError` naming the file.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,17 @@ MANIFEST = "manifest.json"
 FORMAT = "pimsat-streams"
 FORMAT_VERSION = 1
 PLACEMENT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Placement))
-_RESERVED = ("format", "format_version", "hardware", "isa_version", "symbols", "channels",
-             "files", "placement_fields", "placements")
+_RESERVED = (
+    "format",
+    "format_version",
+    "hardware",
+    "isa_version",
+    "symbols",
+    "channels",
+    "files",
+    "placement_fields",
+    "placements",
+)
 _ALLOWED = {"channel": ("channel", "any"), "host": ("host", "any")}
 
 
@@ -43,12 +53,15 @@ def channel_stem(i: int, n: int) -> str:
 
 
 def _check_streams(ss: StreamSet) -> None:
-    for label, kind, stream in [*((f"channel {i}", "channel", s) for i, s in enumerate(ss.channels)),
-                                ("host", "host", ss.host)]:
+    for label, kind, stream in [
+        *((f"channel {i}", "channel", s) for i, s in enumerate(ss.channels)),
+        ("host", "host", ss.host),
+    ]:
         for k, ins in enumerate(stream):
             if ins.spec.stream not in _ALLOWED[kind]:
-                raise StreamsError(f"{label} stream, instruction {k}: {ins.op} is a "
-                                   f"{ins.spec.stream}-stream instruction")
+                raise StreamsError(
+                    f"{label} stream, instruction {k}: {ins.op} is a {ins.spec.stream}-stream instruction"
+                )
 
 
 def _manifest_text(m: dict[str, Any]) -> str:
@@ -57,7 +70,7 @@ def _manifest_text(m: dict[str, Any]) -> str:
     for k, v in m.items():
         if k == "placements" and v:
             body = ",\n".join("  " + json.dumps(p, separators=(",", ":")) for p in v)
-            items.append(f' {json.dumps(k)}: [\n{body}\n ]')
+            items.append(f" {json.dumps(k)}: [\n{body}\n ]")
         else:
             items.append(f" {json.dumps(k)}: {json.dumps(v, sort_keys=True)}")
     return "{\n" + ",\n".join(items) + "\n}\n"
@@ -90,9 +103,13 @@ def _build(ss: StreamSet, tmp: Path, extra: dict[str, Any]) -> None:
         entries.append({"asm": f"{stem}.s", "bin": f"{stem}.bin", "instructions": len(stream)})
     extra = {"program_sha256": digest.hexdigest(), **extra}
     manifest: dict[str, Any] = {
-        "format": FORMAT, "format_version": FORMAT_VERSION,
-        "hardware": ss.hardware, "isa_version": ss.isa_version, "symbols": list(ss.symbols),
-        "channels": n, "files": {"channels": entries[:-1], "host": entries[-1]},
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "hardware": ss.hardware,
+        "isa_version": ss.isa_version,
+        "symbols": list(ss.symbols),
+        "channels": n,
+        "files": {"channels": entries[:-1], "host": entries[-1]},
         "placement_fields": list(PLACEMENT_FIELDS),
         "placements": [list(astuple(p)) for p in ss.placements],
     }
@@ -160,8 +177,11 @@ def _check_manifest(path: Path, m: dict[str, Any]) -> None:
         _check_entry(path, f"files.channels[{i}]", e)
     _check_entry(path, "files.host", files["host"])
     order = m["placement_fields"]
-    if not isinstance(order, list) or sorted(map(str, order)) != sorted(PLACEMENT_FIELDS) or len(set(order)) != len(
-            order):
+    if (
+        not isinstance(order, list)
+        or sorted(map(str, order)) != sorted(PLACEMENT_FIELDS)
+        or len(set(order)) != len(order)
+    ):
         raise _bad(path, "placement_fields", f"the fields {', '.join(PLACEMENT_FIELDS)}", order)
     if not isinstance(m["placements"], list):
         raise _bad(path, "placements", "a list", m["placements"])
@@ -189,8 +209,9 @@ def _load_manifest(d: Path) -> dict[str, Any]:
 def _check_stamps(path: Path, stream: list[Instruction]) -> None:
     for k, ins in enumerate(stream):
         if ins.cycle is not None and ins.cycle > MAX_STAMP:
-            raise StreamsError(f"{path}: instruction {k}: cycle stamp {ins.cycle} beyond {MAX_STAMP} "
-                               "(the simulator's 64-bit clock)")
+            raise StreamsError(
+                f"{path}: instruction {k}: cycle stamp {ins.cycle} beyond {MAX_STAMP} (the simulator's 64-bit clock)"
+            )
 
 
 def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> list[Instruction]:
@@ -205,8 +226,10 @@ def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> list[Instruction]
             stamps = _stamps(data)
             if stamps is not None and stamps.size and int(stamps.max()) > MAX_STAMP:
                 k = int((stamps > MAX_STAMP).argmax())
-                raise StreamsError(f"{path}: instruction {k}: cycle stamp {int(stamps[k])} beyond {MAX_STAMP} "
-                                   "(the simulator's 64-bit clock)")
+                raise StreamsError(
+                    f"{path}: instruction {k}: cycle stamp {int(stamps[k])} beyond {MAX_STAMP} "
+                    "(the simulator's 64-bit clock)"
+                )
             stream = decode_stream(data)
         else:
             stream = parse_stream(read_text(asm_path, StreamsError), source=str(asm_path))

@@ -9,6 +9,7 @@ column, number of bus commands, global-buffer burst, accumulator, count field, b
 (-1 for mask instructions), host symbol (src / dst; -1 if none). RDACC moves
 ceil(4*count / burst_bytes) bursts: that many commands.
 """
+
 from __future__ import annotations
 
 from itertools import chain
@@ -26,19 +27,49 @@ OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV = 8, 9, 10, 11, 12
 #: instruction table columns
 (C_OP, C_STAMP, C_MASK, C_ROW, C_COL, C_N, C_GB, C_ACC, C_CNT, C_BANK, C_SYM) = range(11)
 WIDTH = 11
-LAYOUT = dict(ACT=ACT, PRE=PRE, RD=RD, WR=WR, REF=REF, MAC=MAC, WRGB=WRGB, RDACC=RDACC, OP_SIG=OP_SIG,
-              OP_WAIT=OP_WAIT, OP_HOP=OP_HOP, OP_EPI=OP_EPI, OP_HMV=OP_HMV, C_OP=C_OP, C_STAMP=C_STAMP,
-              C_MASK=C_MASK, C_ROW=C_ROW, C_COL=C_COL, C_N=C_N, C_GB=C_GB, C_ACC=C_ACC, C_CNT=C_CNT,
-              C_BANK=C_BANK, C_SYM=C_SYM, WIDTH=WIDTH)
+LAYOUT = dict(
+    ACT=ACT,
+    PRE=PRE,
+    RD=RD,
+    WR=WR,
+    REF=REF,
+    MAC=MAC,
+    WRGB=WRGB,
+    RDACC=RDACC,
+    OP_SIG=OP_SIG,
+    OP_WAIT=OP_WAIT,
+    OP_HOP=OP_HOP,
+    OP_EPI=OP_EPI,
+    OP_HMV=OP_HMV,
+    C_OP=C_OP,
+    C_STAMP=C_STAMP,
+    C_MASK=C_MASK,
+    C_ROW=C_ROW,
+    C_COL=C_COL,
+    C_N=C_N,
+    C_GB=C_GB,
+    C_ACC=C_ACC,
+    C_CNT=C_CNT,
+    C_BANK=C_BANK,
+    C_SYM=C_SYM,
+    WIDTH=WIDTH,
+)
 
-OPCODES = {**{c: i for i, c in enumerate(COMMANDS)}, "SIG": OP_SIG, "WAIT": OP_WAIT, "HOP": OP_HOP, "EPI": OP_EPI,
-           "HMV": OP_HMV}
+OPCODES = {
+    **{c: i for i, c in enumerate(COMMANDS)},
+    "SIG": OP_SIG,
+    "WAIT": OP_WAIT,
+    "HOP": OP_HOP,
+    "EPI": OP_EPI,
+    "HMV": OP_HMV,
+}
 
 
 assert max(OPCODES.values()) < 32  # encode_stream keys distinct commands by (field tuple id << 5 | opcode)
 _NARGS = np.zeros(len(OPCODES), dtype=np.int64)
 for _m, _c in OPCODES.items():
     from .isa import ISA as _ISA
+
     _NARGS[_c] = len(_ISA.by_mnemonic(_m).fields)
 
 

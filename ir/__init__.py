@@ -16,7 +16,25 @@ from ir.types import DType, Role, Tensor, itemsize, round_to, to_numpy_dtype
 from ir.weights import generate_inputs, generate_state
 
 __all__ = [
-    "DType", "IRError", "ModelConfig", "Op", "OpKind", "PIM_CAPABLE", "PRESETS", "Program", "Role", "Tensor",
-    "attention_program", "build_decode_step", "format_program", "from_hf_config", "gemv_program",
-    "generate_inputs", "generate_state", "itemsize", "round_to", "run", "to_numpy_dtype",
+    "DType",
+    "IRError",
+    "ModelConfig",
+    "Op",
+    "OpKind",
+    "PIM_CAPABLE",
+    "PRESETS",
+    "Program",
+    "Role",
+    "Tensor",
+    "attention_program",
+    "build_decode_step",
+    "format_program",
+    "from_hf_config",
+    "gemv_program",
+    "generate_inputs",
+    "generate_state",
+    "itemsize",
+    "round_to",
+    "run",
+    "to_numpy_dtype",
 ]

@@ -58,8 +58,17 @@ class _Builder:
     def weight(self, name: str, *shape: int) -> str:
         return self.tensor(name, shape, Role.weight)
 
-    def op(self, name: str, kind: OpKind, inputs: list[str], shape: tuple[int, ...], out: str | None = None,
-           role: Role = Role.activation, dtype: DType | None = None, **attrs: Any) -> str:
+    def op(
+        self,
+        name: str,
+        kind: OpKind,
+        inputs: list[str],
+        shape: tuple[int, ...],
+        out: str | None = None,
+        role: Role = Role.activation,
+        dtype: DType | None = None,
+        **attrs: Any,
+    ) -> str:
         out = out or f"{name}.out"
         self.tensor(out, shape, role, dtype)
         self.ops.append(Op(name=name, kind=kind, inputs=inputs, outputs=[out], attrs=attrs))
@@ -99,16 +108,44 @@ def _attention(b: _Builder, c: ModelConfig, i: int, x: str, batch: int, context:
     k = _linear(b, f"{p}.k_proj", x, batch, c.kv_size, h, c.attention_bias, **ann)
     v = _linear(b, f"{p}.v_proj", x, batch, c.kv_size, h, c.attention_bias, **ann)
     if c.style == "llama":
-        q = b.op(f"{p}.q_rope", OpKind.rope, [q], (batch, c.q_size), heads=heads, head_dim=hd, position=context,
-                 theta=c.rope_theta, **ann)
-        k = b.op(f"{p}.k_rope", OpKind.rope, [k], (batch, c.kv_size), heads=kvh, head_dim=hd, position=context,
-                 theta=c.rope_theta, **ann)
+        q = b.op(
+            f"{p}.q_rope",
+            OpKind.rope,
+            [q],
+            (batch, c.q_size),
+            heads=heads,
+            head_dim=hd,
+            position=context,
+            theta=c.rope_theta,
+            **ann,
+        )
+        k = b.op(
+            f"{p}.k_rope",
+            OpKind.rope,
+            [k],
+            (batch, c.kv_size),
+            heads=kvh,
+            head_dim=hd,
+            position=context,
+            theta=c.rope_theta,
+            **ann,
+        )
     shape = (batch, kvh, context + 1, hd)
     caches = []
     for which, new in (("k", k), ("v", v)):
         root = b.tensor(f"{p}.{which}_cache", shape, Role.kv_cache)
-        caches.append(b.op(f"{p}.{which}_append", OpKind.kv_append, [root, new], shape, out=f"{root}@{context}",
-                           role=Role.kv_cache, position=context, **ann))
+        caches.append(
+            b.op(
+                f"{p}.{which}_append",
+                OpKind.kv_append,
+                [root, new],
+                shape,
+                out=f"{root}@{context}",
+                role=Role.kv_cache,
+                position=context,
+                **ann,
+            )
+        )
     geo = {"heads": heads, "kv_heads": kvh, "head_dim": hd, "position": context, **ann}
     s = b.op(f"{p}.scores", OpKind.attn_score, [q, caches[0]], (batch, heads, context + 1), **geo)
     s = b.op(f"{p}.softmax", OpKind.softmax, [s], (batch, heads, context + 1), **ann)
@@ -139,8 +176,15 @@ def _layer(b: _Builder, c: ModelConfig, i: int, x: str, batch: int, context: int
     return b.op(f"layers.{i}.mlp_residual", OpKind.add, [x, y], (batch, c.hidden_size), layer=i)
 
 
-def build_decode_step(config: ModelConfig, batch: int, context: int, layers: int | None = None, embed: bool = True,
-                      lm_head: bool = True, name: str | None = None) -> Program:
+def build_decode_step(
+    config: ModelConfig,
+    batch: int,
+    context: int,
+    layers: int | None = None,
+    embed: bool = True,
+    lm_head: bool = True,
+    name: str | None = None,
+) -> Program:
     """One decode step: ``batch`` sequences, ``context`` tokens already cached, the first ``layers``."""
     c = config
     n_layers = c.num_hidden_layers if layers is None else layers
@@ -151,11 +195,15 @@ def build_decode_step(config: ModelConfig, batch: int, context: int, layers: int
     if not 0 <= n_layers <= c.num_hidden_layers:
         raise IRError(f"build_decode_step: layers: {n_layers} outside 0..{c.num_hidden_layers} of {c.name}")
     if c.learned_positions and context >= c.max_position_embeddings:
-        raise IRError(f"build_decode_step: context: position {context} outside the learned position table "
-                      f"(max_position_embeddings={c.max_position_embeddings})")
+        raise IRError(
+            f"build_decode_step: context: position {context} outside the learned position table "
+            f"(max_position_embeddings={c.max_position_embeddings})"
+        )
     if c.sliding_window is not None and context + 1 > c.sliding_window:
-        raise IRError(f"build_decode_step: context: {context + 1} tokens exceed sliding_window={c.sliding_window}, "
-                      "which is not modelled")
+        raise IRError(
+            f"build_decode_step: context: {context + 1} tokens exceed sliding_window={c.sliding_window}, "
+            "which is not modelled"
+        )
     b, h = _Builder(c.dtype), c.hidden_size
     inputs: list[str] = []
     fixed: dict[str, int] = {}
@@ -182,7 +230,23 @@ def build_decode_step(config: ModelConfig, batch: int, context: int, layers: int
         logits = b.op("lm_head", OpKind.gemv, [y, b.weight(head, c.vocab_size, h)], (batch, c.vocab_size))
         outputs = [logits, b.op("next_token", OpKind.argmax, [logits], (batch,), dtype=DType.int32)]
     suffix = f".l{n_layers}" if n_layers != c.num_hidden_layers else ""
-    meta = {"model": c.name, "style": c.style, "batch": batch, "context": context, "position": context,
-            "layers": n_layers, "dtype": c.dtype.value, "embed": embed, "lm_head": lm_head, "fixed_inputs": fixed}
-    return Program(name=name or f"{c.name}.decode.b{batch}.c{context}{suffix}", tensors=b.tensors, ops=b.ops,
-                   inputs=inputs, outputs=outputs, meta=meta)
+    meta = {
+        "model": c.name,
+        "style": c.style,
+        "batch": batch,
+        "context": context,
+        "position": context,
+        "layers": n_layers,
+        "dtype": c.dtype.value,
+        "embed": embed,
+        "lm_head": lm_head,
+        "fixed_inputs": fixed,
+    }
+    return Program(
+        name=name or f"{c.name}.decode.b{batch}.c{context}{suffix}",
+        tensors=b.tensors,
+        ops=b.ops,
+        inputs=inputs,
+        outputs=outputs,
+        meta=meta,
+    )

@@ -63,8 +63,10 @@ class ModelConfig(BaseModel):
                 raise ValueError(f"hidden_size {self.hidden_size} not divisible by heads {self.num_attention_heads}")
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"num_attention_heads {self.num_attention_heads} is not a multiple of "
-                             f"num_key_value_heads {self.num_key_value_heads}")
+            raise ValueError(
+                f"num_attention_heads {self.num_attention_heads} is not a multiple of "
+                f"num_key_value_heads {self.num_key_value_heads}"
+            )
         if self.style == "llama" and self.head_dim % 2:
             raise ValueError(f"head_dim {self.head_dim}: RoPE needs an even head_dim")
         return self
@@ -123,8 +125,17 @@ class ModelConfig(BaseModel):
         return 2 * n * batch * context * self.kv_size * itemsize(self.dtype)
 
 
-_DIMENSIONS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-               "num_hidden_layers", "vocab_size", "max_position_embeddings", "sliding_window")
+_DIMENSIONS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "num_hidden_layers",
+    "vocab_size",
+    "max_position_embeddings",
+    "sliding_window",
+)
 
 #: ``model_type`` values of config.json that are understood, and the structure they map to
 #: (a config without one is read as llama).
@@ -133,10 +144,14 @@ MODEL_TYPES = {"gpt2": "gpt2", "opt": "opt", "llama": "llama", "mistral": "llama
 #: Integer dimensions (>= 1) of each structure's config.json: required, then optional.
 _HF_DIMENSIONS = {
     "gpt2": (("n_embd", "n_layer", "n_head", "vocab_size"), ("n_inner", "n_positions")),
-    "opt": (("hidden_size", "ffn_dim", "num_attention_heads", "num_hidden_layers", "vocab_size"),
-            ("max_position_embeddings",)),
-    "llama": (("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size"),
-              ("num_key_value_heads", "head_dim", "max_position_embeddings", "sliding_window")),
+    "opt": (
+        ("hidden_size", "ffn_dim", "num_attention_heads", "num_hidden_layers", "vocab_size"),
+        ("max_position_embeddings",),
+    ),
+    "llama": (
+        ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size"),
+        ("num_key_value_heads", "head_dim", "max_position_embeddings", "sliding_window"),
+    ),
 }
 
 
@@ -166,8 +181,15 @@ def _dtype(cfg: Mapping[str, Any]) -> DType:
 
 
 def _act(value: str) -> Activation:
-    table = {"gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new", "gelu_fast": "gelu_new",
-             "gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}
+    table = {
+        "gelu_new": "gelu_new",
+        "gelu_pytorch_tanh": "gelu_new",
+        "gelu_fast": "gelu_new",
+        "gelu": "gelu",
+        "relu": "relu",
+        "silu": "silu",
+        "swish": "silu",
+    }
     if value not in table:
         raise IRError(f"config: hidden_act: unsupported activation {value!r} (supported: {', '.join(table)})")
     return table[value]  # type: ignore[return-value]
@@ -185,16 +207,28 @@ def from_hf_config(cfg: Mapping[str, Any], name: str | None = None, dtype: DType
     if mt not in MODEL_TYPES:
         raise IRError(f"config: model_type: {mt!r} is not supported (supported: {', '.join(MODEL_TYPES)})")
     _check_dimensions(cfg, MODEL_TYPES[mt])
-    common: dict[str, Any] = {"name": name or cfg.get("_name_or_path") or mt,
-                              "dtype": DType(dtype) if dtype else _dtype(cfg)}
+    common: dict[str, Any] = {
+        "name": name or cfg.get("_name_or_path") or mt,
+        "dtype": DType(dtype) if dtype else _dtype(cfg),
+    }
     if mt == "gpt2":
         h = cfg["n_embd"]
-        return ModelConfig(**common, style="gpt2", hidden_size=h, intermediate_size=cfg.get("n_inner") or 4 * h,
-                           num_attention_heads=cfg["n_head"], num_hidden_layers=cfg["n_layer"],
-                           vocab_size=cfg["vocab_size"], max_position_embeddings=cfg.get("n_positions", 1024),
-                           norm="layernorm", hidden_act=_act(cfg.get("activation_function", "gelu_new")),
-                           attention_bias=True, mlp_bias=True, layer_norm_eps=cfg.get("layer_norm_epsilon", 1e-5),
-                           tie_word_embeddings=cfg.get("tie_word_embeddings", True))
+        return ModelConfig(
+            **common,
+            style="gpt2",
+            hidden_size=h,
+            intermediate_size=cfg.get("n_inner") or 4 * h,
+            num_attention_heads=cfg["n_head"],
+            num_hidden_layers=cfg["n_layer"],
+            vocab_size=cfg["vocab_size"],
+            max_position_embeddings=cfg.get("n_positions", 1024),
+            norm="layernorm",
+            hidden_act=_act(cfg.get("activation_function", "gelu_new")),
+            attention_bias=True,
+            mlp_bias=True,
+            layer_norm_eps=cfg.get("layer_norm_epsilon", 1e-5),
+            tie_word_embeddings=cfg.get("tie_word_embeddings", True),
+        )
     if mt == "opt":
         h = cfg["hidden_size"]
         if not cfg.get("do_layer_norm_before", True):
@@ -202,37 +236,78 @@ def from_hf_config(cfg: Mapping[str, Any], name: str | None = None, dtype: DType
         if cfg.get("word_embed_proj_dim", h) != h:
             raise IRError("config: word_embed_proj_dim: projected embeddings (project_in/out) are not supported")
         bias = cfg.get("enable_bias", True)
-        return ModelConfig(**common, style="opt", hidden_size=h, intermediate_size=cfg["ffn_dim"],
-                           num_attention_heads=cfg["num_attention_heads"], num_hidden_layers=cfg["num_hidden_layers"],
-                           vocab_size=cfg["vocab_size"], max_position_embeddings=cfg.get("max_position_embeddings", 2048),
-                           norm="layernorm", hidden_act=_act(cfg.get("activation_function", "relu")),
-                           attention_bias=bias, mlp_bias=bias, layer_norm_eps=cfg.get("layer_norm_eps", 1e-5),
-                           tie_word_embeddings=cfg.get("tie_word_embeddings", True))
+        return ModelConfig(
+            **common,
+            style="opt",
+            hidden_size=h,
+            intermediate_size=cfg["ffn_dim"],
+            num_attention_heads=cfg["num_attention_heads"],
+            num_hidden_layers=cfg["num_hidden_layers"],
+            vocab_size=cfg["vocab_size"],
+            max_position_embeddings=cfg.get("max_position_embeddings", 2048),
+            norm="layernorm",
+            hidden_act=_act(cfg.get("activation_function", "relu")),
+            attention_bias=bias,
+            mlp_bias=bias,
+            layer_norm_eps=cfg.get("layer_norm_eps", 1e-5),
+            tie_word_embeddings=cfg.get("tie_word_embeddings", True),
+        )
     if cfg.get("rope_scaling"):
         raise IRError(f"config: rope_scaling: {cfg['rope_scaling']!r} is not supported")
-    return ModelConfig(**common, style="llama", hidden_size=cfg["hidden_size"],
-                       intermediate_size=cfg["intermediate_size"], num_attention_heads=cfg["num_attention_heads"],
-                       num_key_value_heads=cfg.get("num_key_value_heads"), head_dim=cfg.get("head_dim"),
-                       num_hidden_layers=cfg["num_hidden_layers"], vocab_size=cfg["vocab_size"],
-                       max_position_embeddings=cfg.get("max_position_embeddings", 2048), norm="rmsnorm",
-                       hidden_act=_act(cfg.get("hidden_act", "silu")), attention_bias=cfg.get("attention_bias", False),
-                       mlp_bias=cfg.get("mlp_bias", False), rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
-                       rope_theta=float(cfg.get("rope_theta", 10000.0)),
-                       tie_word_embeddings=cfg.get("tie_word_embeddings", False),
-                       sliding_window=cfg.get("sliding_window"))
+    return ModelConfig(
+        **common,
+        style="llama",
+        hidden_size=cfg["hidden_size"],
+        intermediate_size=cfg["intermediate_size"],
+        num_attention_heads=cfg["num_attention_heads"],
+        num_key_value_heads=cfg.get("num_key_value_heads"),
+        head_dim=cfg.get("head_dim"),
+        num_hidden_layers=cfg["num_hidden_layers"],
+        vocab_size=cfg["vocab_size"],
+        max_position_embeddings=cfg.get("max_position_embeddings", 2048),
+        norm="rmsnorm",
+        hidden_act=_act(cfg.get("hidden_act", "silu")),
+        attention_bias=cfg.get("attention_bias", False),
+        mlp_bias=cfg.get("mlp_bias", False),
+        rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
+        rope_theta=float(cfg.get("rope_theta", 10000.0)),
+        tie_word_embeddings=cfg.get("tie_word_embeddings", False),
+        sliding_window=cfg.get("sliding_window"),
+    )
 
 
 def _llama(name: str, h: int, i: int, layers: int, heads: int, kv: int, vocab: int, **kw: Any) -> ModelConfig:
-    return ModelConfig(name=name, style="llama", hidden_size=h, intermediate_size=i, num_hidden_layers=layers,
-                       num_attention_heads=heads, num_key_value_heads=kv, vocab_size=vocab, **kw)
+    return ModelConfig(
+        name=name,
+        style="llama",
+        hidden_size=h,
+        intermediate_size=i,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        vocab_size=vocab,
+        **kw,
+    )
 
 
-def _gpt(name: str, style: Style, h: int, i: int, layers: int, heads: int, vocab: int, max_pos: int,
-         act: Activation) -> ModelConfig:
-    return ModelConfig(name=name, style=style, hidden_size=h, intermediate_size=i, num_hidden_layers=layers,
-                       num_attention_heads=heads, vocab_size=vocab, max_position_embeddings=max_pos,
-                       norm="layernorm", hidden_act=act, attention_bias=True, mlp_bias=True,
-                       tie_word_embeddings=True)
+def _gpt(
+    name: str, style: Style, h: int, i: int, layers: int, heads: int, vocab: int, max_pos: int, act: Activation
+) -> ModelConfig:
+    return ModelConfig(
+        name=name,
+        style=style,
+        hidden_size=h,
+        intermediate_size=i,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        vocab_size=vocab,
+        max_position_embeddings=max_pos,
+        norm="layernorm",
+        hidden_act=act,
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=True,
+    )
 
 
 #: Dimensions from each model's own config.json (fp16 storage for all; override ``dtype``).
@@ -240,18 +315,29 @@ def _gpt(name: str, style: Style, h: int, i: int, layers: int, heads: int, vocab
 PRESETS: dict[str, ModelConfig] = {
     "gpt2": _gpt("gpt2", "gpt2", 768, 3072, 12, 12, 50257, 1024, "gelu_new"),
     "opt-6.7b": _gpt("opt-6.7b", "opt", 4096, 16384, 32, 32, 50272, 2048, "relu"),
-    "llama-2-7b": _llama("llama-2-7b", 4096, 11008, 32, 32, 32, 32000, rms_norm_eps=1e-5,
-                         max_position_embeddings=4096),
-    "llama-2-13b": _llama("llama-2-13b", 5120, 13824, 40, 40, 40, 32000, rms_norm_eps=1e-5,
-                          max_position_embeddings=4096),
-    "llama-3-8b": _llama("llama-3-8b", 4096, 14336, 32, 32, 8, 128256, rms_norm_eps=1e-5, rope_theta=500000.0,
-                         max_position_embeddings=8192),
-    "mistral-7b": _llama("mistral-7b", 4096, 14336, 32, 32, 8, 32000, rms_norm_eps=1e-5,
-                         max_position_embeddings=32768),
-    "llama-2-70b": _llama("llama-2-70b", 8192, 28672, 80, 64, 8, 32000, rms_norm_eps=1e-5,
-                          max_position_embeddings=4096),
-    "tiny-llama": _llama("tiny-llama", 64, 172, 2, 4, 2, 256, head_dim=16, rms_norm_eps=1e-5,
-                         max_position_embeddings=512),
+    "llama-2-7b": _llama("llama-2-7b", 4096, 11008, 32, 32, 32, 32000, rms_norm_eps=1e-5, max_position_embeddings=4096),
+    "llama-2-13b": _llama(
+        "llama-2-13b", 5120, 13824, 40, 40, 40, 32000, rms_norm_eps=1e-5, max_position_embeddings=4096
+    ),
+    "llama-3-8b": _llama(
+        "llama-3-8b",
+        4096,
+        14336,
+        32,
+        32,
+        8,
+        128256,
+        rms_norm_eps=1e-5,
+        rope_theta=500000.0,
+        max_position_embeddings=8192,
+    ),
+    "mistral-7b": _llama("mistral-7b", 4096, 14336, 32, 32, 8, 32000, rms_norm_eps=1e-5, max_position_embeddings=32768),
+    "llama-2-70b": _llama(
+        "llama-2-70b", 8192, 28672, 80, 64, 8, 32000, rms_norm_eps=1e-5, max_position_embeddings=4096
+    ),
+    "tiny-llama": _llama(
+        "tiny-llama", 64, 172, 2, 4, 2, 256, head_dim=16, rms_norm_eps=1e-5, max_position_embeddings=512
+    ),
     "tiny-gpt2": _gpt("tiny-gpt2", "gpt2", 64, 256, 2, 4, 256, 128, "gelu_new"),
     "tiny-opt": _gpt("tiny-opt", "opt", 64, 256, 2, 4, 256, 128, "relu"),
 }

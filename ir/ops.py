@@ -169,8 +169,11 @@ def _cache(c: Ctx, i: int, batch: int, kv_heads: int, head_dim: int, pos: int) -
     cache = c.floating(i, 4, Role.kv_cache)
     b, kvh, max_ctx, hd = cache.shape
     if (b, kvh, hd) != (batch, kv_heads, head_dim):
-        raise c.fail(c.where(i), f"shape {cache.shape}, expected ({batch}, {kv_heads}, max_ctx, {head_dim}) "
-                     "[batch, kv_heads, max_ctx, head_dim]")
+        raise c.fail(
+            c.where(i),
+            f"shape {cache.shape}, expected ({batch}, {kv_heads}, max_ctx, {head_dim}) "
+            "[batch, kv_heads, max_ctx, head_dim]",
+        )
     if pos >= max_ctx:
         raise c.fail("attrs.position", f"position {pos} is outside the cache (max_ctx={max_ctx})")
     return cache
@@ -228,17 +231,28 @@ def _argmax(c: Ctx) -> list[OutSpec]:
 
 
 _EPS = Attr(float, 1e-5, minimum=0.0)
-_HEADS = {"heads": Attr(int, minimum=1), "kv_heads": Attr(int, minimum=1),
-          "head_dim": Attr(int, minimum=1), "position": Attr(int, minimum=0)}
+_HEADS = {
+    "heads": Attr(int, minimum=1),
+    "kv_heads": Attr(int, minimum=1),
+    "head_dim": Attr(int, minimum=1),
+    "position": Attr(int, minimum=0),
+}
 
 SPECS: dict[OpKind, OpSpec] = {
     OpKind.embed: OpSpec(("ids", "table"), _embed),
     OpKind.layernorm: OpSpec(("x", "weight", "bias"), _norm, {"eps": _EPS}),
     OpKind.rmsnorm: OpSpec(("x", "weight"), _norm, {"eps": _EPS}),
     OpKind.gemv: OpSpec(("x", "weight", "bias"), _gemv, optional=1),
-    OpKind.rope: OpSpec(("x",), _rope, {"heads": Attr(int, minimum=1), "head_dim": Attr(int, minimum=2),
-                                       "position": Attr(int, minimum=0),
-                                       "theta": Attr(float, 10000.0, minimum=0.0)}),
+    OpKind.rope: OpSpec(
+        ("x",),
+        _rope,
+        {
+            "heads": Attr(int, minimum=1),
+            "head_dim": Attr(int, minimum=2),
+            "position": Attr(int, minimum=0),
+            "theta": Attr(float, 10000.0, minimum=0.0),
+        },
+    ),
     OpKind.kv_append: OpSpec(("cache", "new"), _kv_append, {"position": Attr(int, minimum=0)}),
     OpKind.attn_score: OpSpec(("q", "k_cache"), _attn_score, _HEADS),
     OpKind.softmax: OpSpec(("x",), _unary),
@@ -292,14 +306,17 @@ def infer_outputs(name: str, kind: OpKind | str, inputs: Sequence[Tensor], attrs
     n = len(inputs)
     if not len(spec.operands) - spec.optional <= n <= len(spec.operands):
         want = " ".join(spec.operands)
-        raise IRError(f"op '{name}' ({kind.value}): inputs: got {n} operands, expected ({want})"
-                      + (f" with the last {spec.optional} optional" if spec.optional else ""))
+        raise IRError(
+            f"op '{name}' ({kind.value}): inputs: got {n} operands, expected ({want})"
+            + (f" with the last {spec.optional} optional" if spec.optional else "")
+        )
     full = _check_attrs(name, kind, attrs)
     return spec.rule(Ctx(name, kind, spec.operands, list(inputs), full))
 
 
-def check_op(name: str, kind: OpKind | str, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
-             attrs: Mapping[str, Any]) -> None:
+def check_op(
+    name: str, kind: OpKind | str, inputs: Sequence[Tensor], outputs: Sequence[Tensor], attrs: Mapping[str, Any]
+) -> None:
     """Raise IRError unless ``outputs`` are exactly what the rule of ``kind`` infers."""
     kind = OpKind(kind)
     expected = infer_outputs(name, kind, inputs, attrs)

@@ -72,7 +72,7 @@ def _rope(a, x):
     h, d = a["heads"], a["head_dim"]
     cos, sin = rope_cos_sin(a["position"], d, a["theta"])
     v = v.reshape(v.shape[0], h, d)
-    rot = np.concatenate([-v[..., d // 2:], v[..., : d // 2]], axis=-1)
+    rot = np.concatenate([-v[..., d // 2 :], v[..., : d // 2]], axis=-1)
     return (v * cos + rot * sin).reshape(v.shape[0], h * d)
 
 
@@ -169,7 +169,9 @@ def run(program: Program, inputs: Mapping[str, np.ndarray], state: Mapping[str, 
     resident = [t.name for t in program.weights() + program.kv_caches()]
     missing = [n for n in resident if n not in state]
     if missing:
-        raise IRError(f"run: program '{program.name}': state lacks {missing[:5]}" + (" ..." if len(missing) > 5 else ""))
+        raise IRError(
+            f"run: program '{program.name}': state lacks {missing[:5]}" + (" ..." if len(missing) > 5 else "")
+        )
     for n in resident:
         values[n] = _load(program, n, state[n])
     for op in program.topo_order():

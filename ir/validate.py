@@ -71,11 +71,14 @@ def _roles(p: Program, producer: dict[str, str]) -> None:
     for i, n in enumerate(p.inputs):
         t = p.tensors[n]
         if t.role is not Role.activation:
-            raise IRError(f"program '{p.name}': inputs[{i}] '{n}': role {t.role.value}; weights and kv caches "
-                          "are state, not program inputs")
+            raise IRError(
+                f"program '{p.name}': inputs[{i}] '{n}': role {t.role.value}; weights and kv caches "
+                "are state, not program inputs"
+            )
         if n in producer:
-            raise IRError(f"op '{producer[n]}' ({kinds[producer[n]]}): outputs: '{n}' is a program input "
-                          "and must not be produced")
+            raise IRError(
+                f"op '{producer[n]}' ({kinds[producer[n]]}): outputs: '{n}' is a program input and must not be produced"
+            )
     for op in p.ops:
         for i, n in enumerate(op.outputs):
             t = p.tensors[n]
@@ -84,11 +87,14 @@ def _roles(p: Program, producer: dict[str, str]) -> None:
             if op.kind is OpKind.kv_append:
                 cache, pos = op.inputs[0] if op.inputs else "?", op.attrs.get("position")
                 if n != f"{cache}@{pos}":
-                    raise IRError(f"op '{op.name}' (kv_append): outputs[{i}] '{n}': must be named "
-                                  f"'{cache}@{pos}' (<cache>@<position>)")
+                    raise IRError(
+                        f"op '{op.name}' (kv_append): outputs[{i}] '{n}': must be named "
+                        f"'{cache}@{pos}' (<cache>@<position>)"
+                    )
             elif t.role is Role.kv_cache:
-                raise IRError(f"op '{op.name}' ({op.kind.value}): outputs[{i}] '{n}': only kv_append "
-                              "produces kv cache versions")
+                raise IRError(
+                    f"op '{op.name}' ({op.kind.value}): outputs[{i}] '{n}': only kv_append produces kv cache versions"
+                )
 
 
 def _defined(p: Program, producer: dict[str, str]) -> None:
@@ -96,8 +102,10 @@ def _defined(p: Program, producer: dict[str, str]) -> None:
     for op in p.ops:
         for i, n in enumerate(op.inputs):
             if p.tensors[n].role is Role.activation and n not in given and n not in producer:
-                raise IRError(f"op '{op.name}' ({op.kind.value}): inputs[{i}] '{n}': activation is neither "
-                              "a program input nor produced by an op")
+                raise IRError(
+                    f"op '{op.name}' ({op.kind.value}): inputs[{i}] '{n}': activation is neither "
+                    "a program input nor produced by an op"
+                )
     for i, n in enumerate(p.outputs):
         if p.tensors[n].role is Role.activation and n not in given and n not in producer:
             raise IRError(f"program '{p.name}': outputs[{i}] '{n}': activation is never computed")
@@ -113,23 +121,29 @@ def _in_place(p: Program, producer: dict[str, str]) -> None:
         if op.kind is OpKind.kv_append:
             others = [r for r in readers.get(op.inputs[0], []) if r != op.name]
             if others:
-                raise IRError(f"op '{op.name}' (kv_append): inputs[0] '{op.inputs[0]}': the cache is updated in "
-                              f"place but is also read by {others}; read '{op.outputs[0]}' instead")
+                raise IRError(
+                    f"op '{op.name}' (kv_append): inputs[0] '{op.inputs[0]}': the cache is updated in "
+                    f"place but is also read by {others}; read '{op.outputs[0]}' instead"
+                )
         if op.kind in (OpKind.attn_score, OpKind.attn_context):
             src = producer.get(op.inputs[1])
             if src and ops[src].kind is OpKind.kv_append:
                 appended = ops[src].attrs["position"]
                 if op.attrs["position"] > appended:
-                    raise IRError(f"op '{op.name}' ({op.kind.value}): attrs.position: {op.attrs['position']} "
-                                  f"reads past the last appended position {appended} of '{op.inputs[1]}'")
+                    raise IRError(
+                        f"op '{op.name}' ({op.kind.value}): attrs.position: {op.attrs['position']} "
+                        f"reads past the last appended position {appended} of '{op.inputs[1]}'"
+                    )
 
 
 def _acyclic(p: Program) -> None:
     g = p.graph()
     if not nx.is_directed_acyclic_graph(g):
         cycle = [u for u, _ in nx.find_cycle(g)]
-        raise IRError(f"op '{cycle[0]}' ({p.op(cycle[0]).kind.value}): inputs: op graph has a cycle: "
-                      + " -> ".join(cycle + [cycle[0]]))
+        raise IRError(
+            f"op '{cycle[0]}' ({p.op(cycle[0]).kind.value}): inputs: op graph has a cycle: "
+            + " -> ".join(cycle + [cycle[0]])
+        )
 
 
 def check_program(p: Program) -> None:

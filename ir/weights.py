@@ -73,8 +73,9 @@ def generate_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
         elif t.dtype in FLOAT_DTYPES:
             out[name] = round_to(t.dtype, rng.standard_normal(t.shape, dtype=np.float32))
         else:
-            tables = [program.tensors[program.op(o).inputs[1]] for o in consumers[name]
-                      if program.op(o).kind is OpKind.embed]
+            tables = [
+                program.tensors[program.op(o).inputs[1]] for o in consumers[name] if program.op(o).kind is OpKind.embed
+            ]
             high = min((tb.shape[0] for tb in tables), default=2**31 - 1)
             out[name] = round_to(t.dtype, rng.integers(0, high, size=t.shape))
     return out

@@ -7,6 +7,7 @@ best; `--record` writes improvements). Non-zero exit on a regression, a cycle mi
 outside tolerance. Runs from an installed package too: the instance tiers and the best-known file
 are found in the checkout beside the package, else under the current folder, or given.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,13 +37,29 @@ def _write(path: Path, text: str) -> None:
         f.write(text)
 
 
-def run_bench(paths: list[Path], methods: list[str], time_limit: float, best_path: Path, record: bool = False,
-              json_path: str | None = None) -> int:
+def run_bench(
+    paths: list[Path],
+    methods: list[str],
+    time_limit: float,
+    best_path: Path,
+    record: bool = False,
+    json_path: str | None = None,
+) -> int:
     best = json.loads(best_path.read_text()) if best_path.exists() else {}
     console = Console(width=None if sys.stdout.isatty() else 170)
     table = Table(title=f"pimsat bench ({time.strftime('%Y-%m-%d')})")
-    for c in ("instance", "naive", "greedy", "cpsat", "sim == pred", "bound", "cpsat/bound", "naive/cpsat",
-              "solve s", "best known"):
+    for c in (
+        "instance",
+        "naive",
+        "greedy",
+        "cpsat",
+        "sim == pred",
+        "bound",
+        "cpsat/bound",
+        "naive/cpsat",
+        "solve s",
+        "best known",
+    ):
         table.add_column(c, justify="left" if c == "instance" else "right")
     results = []
     failures = 0
@@ -54,17 +71,29 @@ def run_bench(paths: list[Path], methods: list[str], time_limit: float, best_pat
         exact = all(r["objective_cycles"] == r["simulated_cycles"] for r in reps.values())
         lb = max(x for x in (cp["bound_cycles"], cp["lower_bound_cycles"]) if x is not None)
         prev = best.get(inst.name)
-        flag = "" if prev is None else ("new best" if cp["objective_cycles"] < prev else
-                                        ("=" if cp["objective_cycles"] == prev else f"REGRESSION (was {prev:,})"))
+        flag = (
+            ""
+            if prev is None
+            else (
+                "new best"
+                if cp["objective_cycles"] < prev
+                else ("=" if cp["objective_cycles"] == prev else f"REGRESSION (was {prev:,})")
+            )
+        )
         failures += int(not exact) + int(flag.startswith("REGRESSION"))
         failures += sum(r["outputs_match"] is False for r in reps.values())
         if record and (prev is None or cp["objective_cycles"] < prev):
             best[inst.name] = cp["objective_cycles"]
-        table.add_row(inst.name, *[f"{reps[m]['simulated_cycles']:,}" if m in reps else "—"
-                                   for m in ("naive", "greedy", "cpsat")],
-                      "yes" if exact else "NO", f"{lb:,}", f"{cp['simulated_cycles'] / lb:.3f}",
-                      f"{reps['naive']['simulated_cycles'] / cp['simulated_cycles']:.2f}×" if "naive" in reps else "—",
-                      f"{cp['solve_seconds']:.1f}", flag or "—")
+        table.add_row(
+            inst.name,
+            *[f"{reps[m]['simulated_cycles']:,}" if m in reps else "—" for m in ("naive", "greedy", "cpsat")],
+            "yes" if exact else "NO",
+            f"{lb:,}",
+            f"{cp['simulated_cycles'] / lb:.3f}",
+            f"{reps['naive']['simulated_cycles'] / cp['simulated_cycles']:.2f}×" if "naive" in reps else "—",
+            f"{cp['solve_seconds']:.1f}",
+            flag or "—",
+        )
     console.print(table)
     if record:
         _write(best_path, json.dumps(dict(sorted(best.items())), indent=2) + "\n")

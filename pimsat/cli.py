@@ -4,6 +4,7 @@
 The group and the error guard live in cli_base.py; the commands in cli_info.py (show, hw, schema)
 and cli_run.py (solve, compare, simulate, demo, bench), which register on the group when imported.
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,6 @@
 """The command group, the console and the error guard every command uses (commands: cli_info.py,
 cli_run.py; cli.py puts them together)."""
+
 from __future__ import annotations
 
 import sys
@@ -10,8 +11,8 @@ from rich.console import Console
 
 from hwmodel import HardwareError
 
-from .instance import InstanceError
 from .cli_errors import CompilerError, UserError
+from .instance import InstanceError
 from .options import PimsatGroup
 
 # Wide tables stay readable when the output is a file or a CI log (no terminal to measure).

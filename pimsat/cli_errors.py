@@ -1,4 +1,5 @@
 """The CLI's exit contract: a user error is one line and exit status 2, a compiler bug 3."""
+
 from __future__ import annotations
 
 import click

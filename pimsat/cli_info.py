@@ -1,4 +1,5 @@
 """Commands that read inputs and print them: show, hw, schema."""
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,19 @@ def show(instances, preset, sets) -> None:
         hw = inst.build_hardware(sets, preset)
         need = resident_bytes(prog)
         cap = hw.organization.capacity_bytes
-        fits = f"yes ({(cap - need) / cap * 100:.0f} % free)" if need <= cap else f"NO (short {format_bytes(need - cap)})"
-        t.add_row(inst.name, inst.tier, f"{hw.name} ×{hw.organization.channels}", str(len(prog.ops)),
-                  format_bytes(prog.weight_bytes()), format_bytes(prog.kv_bytes()), format_bytes(cap), fits)
+        fits = (
+            f"yes ({(cap - need) / cap * 100:.0f} % free)" if need <= cap else f"NO (short {format_bytes(need - cap)})"
+        )
+        t.add_row(
+            inst.name,
+            inst.tier,
+            f"{hw.name} ×{hw.organization.channels}",
+            str(len(prog.ops)),
+            format_bytes(prog.weight_bytes()),
+            format_bytes(prog.kv_bytes()),
+            format_bytes(cap),
+            fits,
+        )
     console.print(t)
 
 

@@ -1,4 +1,5 @@
 """pimsat solve / compare / simulate / demo / bench."""
+
 from __future__ import annotations
 
 import csv
@@ -31,16 +32,19 @@ class LiveProgress:
         from rich.live import Live
 
         self.label = label
-        self.live = Live(f"[bold]{label}[/bold] lowering, solving, decoding…", console=console,
-                         refresh_per_second=8, transient=True)
+        self.live = Live(
+            f"[bold]{label}[/bold] lowering, solving, decoding…", console=console, refresh_per_second=8, transient=True
+        )
         self._sim_start: tuple[float, int] | None = None  # (time, instructions) of the first report
 
     def _text(self, t: float, incumbent: int | None, bound: int | None) -> str:
         if incumbent is None:
             return f"[bold]{self.label}[/bold] {t:6.2f} s  searching…"
         gap = "" if not bound or not incumbent else f"  gap {(incumbent - bound) / incumbent * 100:5.2f} %"
-        return (f"[bold]{self.label}[/bold] {t:6.2f} s  incumbent {incumbent:,}  bound "
-                f"{'—' if bound is None else f'{bound:,}'}{gap}")
+        return (
+            f"[bold]{self.label}[/bold] {t:6.2f} s  incumbent {incumbent:,}  bound "
+            f"{'—' if bound is None else f'{bound:,}'}{gap}"
+        )
 
     def update(self, t: float, incumbent: int | None, bound: int | None) -> None:
         self.live.update(self._text(t, incumbent, bound))
@@ -51,10 +55,12 @@ class LiveProgress:
             self._sim_start = (now, done)
         t0, d0 = self._sim_start
         rate = f", {(done - d0) / (now - t0) / 1e6:.1f} M/s" if now > t0 and done > d0 else ""
-        self.live.update(f"[bold]{self.label}[/bold] simulating  {done / 1e6:,.1f} M of {total / 1e6:,.1f} M "
-                         f"instructions ({done / max(total, 1):.0%}{rate})")
+        self.live.update(
+            f"[bold]{self.label}[/bold] simulating  {done / 1e6:,.1f} M of {total / 1e6:,.1f} M "
+            f"instructions ({done / max(total, 1):.0%}{rate})"
+        )
 
-    def __enter__(self) -> "LiveProgress":
+    def __enter__(self) -> LiveProgress:
         self.live.__enter__()
         return self
 
@@ -67,46 +73,88 @@ def _live(label: str, wanted: bool = True):
     return LiveProgress(label) if wanted and console.is_terminal else nullcontext()
 
 
-def _solve_options(method, time_limit, workers, seed, groups, timing_only, deterministic_time=None, record=False,
-                   live: LiveProgress | None = None):
+def _solve_options(
+    method,
+    time_limit,
+    workers,
+    seed,
+    groups,
+    timing_only,
+    deterministic_time=None,
+    record=False,
+    live: LiveProgress | None = None,
+):
     """record: keep the simulator's command log (only trace.json needs it; without it a
     timing-only simulation is streamed and its memory does not grow with the program).
     live: where CP-SAT and the simulator report progress."""
     from .pipeline import SolveOptions
 
-    return SolveOptions(method=method, time_limit=time_limit, workers=workers, seed=seed, groups=groups,
-                        functional=False if timing_only else None, deterministic_time=deterministic_time,
-                        record=record, progress=live.update if live else None,
-                        sim_progress=live.simulating if live else None)
+    return SolveOptions(
+        method=method,
+        time_limit=time_limit,
+        workers=workers,
+        seed=seed,
+        groups=groups,
+        functional=False if timing_only else None,
+        deterministic_time=deterministic_time,
+        record=record,
+        progress=live.update if live else None,
+        sim_progress=live.simulating if live else None,
+    )
 
 
 def _solver_flags(fn):
-    fn = click.option("--hw", "preset", default=None, help="Hardware preset or YAML file (default: the instance's).")(fn)
+    fn = click.option("--hw", "preset", default=None, help="Hardware preset or YAML file (default: the instance's).")(
+        fn
+    )
     fn = click.option("--set", "sets", multiple=True, help="Hardware override KEY=VALUE.")(fn)
-    fn = click.option("--time-limit", type=TIME_LIMIT, default=60.0, show_default=True,
-                      help="CP-SAT wall-clock guard (s); a search it stops is reported as not reproducible.")(fn)
-    fn = click.option("--workers", type=WORKERS, default=2, show_default=True,
-                      help="CP-SAT workers (interleaved deterministically).")(fn)
+    fn = click.option(
+        "--time-limit",
+        type=TIME_LIMIT,
+        default=60.0,
+        show_default=True,
+        help="CP-SAT wall-clock guard (s); a search it stops is reported as not reproducible.",
+    )(fn)
+    fn = click.option(
+        "--workers", type=WORKERS, default=2, show_default=True, help="CP-SAT workers (interleaved deterministically)."
+    )(fn)
     fn = click.option("--seed", type=SEED, default=0, show_default=True, help="CP-SAT random seed (int32).")(fn)
-    fn = click.option("--groups", type=click.IntRange(min=1), default=4, show_default=True,
-                      help="Channel groups (identical channels scheduled in lockstep).")(fn)
+    fn = click.option(
+        "--groups",
+        type=click.IntRange(min=1),
+        default=4,
+        show_default=True,
+        help="Channel groups (identical channels scheduled in lockstep).",
+    )(fn)
     fn = click.option("--timing-only", is_flag=True, help="Simulate timing only (no values).")(fn)
-    fn = click.option("--deterministic-time", type=DETERMINISTIC_TIME, default=DEFAULT_WORK_BUDGET,
-                      show_default=True,
-                      help="CP-SAT work budget (deterministic s): a search it ends gives the same bytes on every "
-                           "run whatever the machine's load (the wall-clock --time-limit stays a guard).")(fn)
+    fn = click.option(
+        "--deterministic-time",
+        type=DETERMINISTIC_TIME,
+        default=DEFAULT_WORK_BUDGET,
+        show_default=True,
+        help="CP-SAT work budget (deterministic s): a search it ends gives the same bytes on every "
+        "run whatever the machine's load (the wall-clock --time-limit stays a guard).",
+    )(fn)
     return fn
 
 
 @main.command()
 @click.argument("instance", type=click.Path(), default=str(DEFAULT_INSTANCE))
 @click.option("--method", type=click.Choice(METHODS), default="cpsat", show_default=True)
-@click.option("--out", "out", type=click.Path(), default=None, callback=nonempty, help="Write report.json, streams/, schedule.json, trace.json.")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(),
+    default=None,
+    callback=nonempty,
+    help="Write report.json, streams/, schedule.json, trace.json.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
 @_solver_flags
 @guard
-def solve(instance, method, out, as_json, preset, sets, time_limit, workers, seed, groups, timing_only,
-          deterministic_time) -> None:
+def solve(
+    instance, method, out, as_json, preset, sets, time_limit, workers, seed, groups, timing_only, deterministic_time
+) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
     from .pipeline import run
     from .report import print_summary, report_dict
@@ -115,8 +163,22 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
         click.get_current_context().with_resource(output_lock(out))
     inst = load_instance(instance)
     with _live(method, not as_json) as live:
-        r = run(inst, _solve_options(method, time_limit, workers, seed, groups, timing_only, deterministic_time,
-                                     record=out is not None, live=live), sets, preset)
+        r = run(
+            inst,
+            _solve_options(
+                method,
+                time_limit,
+                workers,
+                seed,
+                groups,
+                timing_only,
+                deterministic_time,
+                record=out is not None,
+                live=live,
+            ),
+            sets,
+            preset,
+        )
     signals.ensure()
     rep = report_dict(r)
     if out:
@@ -136,12 +198,28 @@ def solve(instance, method, out, as_json, preset, sets, time_limit, workers, see
 @main.command()
 @click.argument("instances", nargs=-1, required=True, type=click.Path())
 @click.option("--methods", default="naive,greedy,cpsat", show_default=True)
-@click.option("--csv", "csv_path", type=click.Path(), default=None, callback=nonempty, help="Also write the table as CSV.")
-@click.option("--json", "json_path", type=click.Path(), default=None, callback=nonempty, help="Also write the reports as JSON.")
+@click.option(
+    "--csv", "csv_path", type=click.Path(), default=None, callback=nonempty, help="Also write the table as CSV."
+)
+@click.option(
+    "--json", "json_path", type=click.Path(), default=None, callback=nonempty, help="Also write the reports as JSON."
+)
 @_solver_flags
 @guard
-def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, workers, seed, groups, timing_only,
-            deterministic_time) -> None:
+def compare(
+    instances,
+    methods,
+    csv_path,
+    json_path,
+    preset,
+    sets,
+    time_limit,
+    workers,
+    seed,
+    groups,
+    timing_only,
+    deterministic_time,
+) -> None:
     """Compare methods on instances: one table (and CSV/JSON)."""
     from .pipeline import run
     from .report import report_dict
@@ -158,18 +236,35 @@ def compare(instances, methods, csv_path, json_path, preset, sets, time_limit, w
         inst = load_instance(path)
         for m in chosen:
             with _live(f"{inst.name} {m}") as live:
-                r = run(inst, _solve_options(m, time_limit, workers, seed, groups, timing_only, deterministic_time,
-                                             live=live), sets, preset)
+                r = run(
+                    inst,
+                    _solve_options(m, time_limit, workers, seed, groups, timing_only, deterministic_time, live=live),
+                    sets,
+                    preset,
+                )
             signals.ensure()
             rows.append(report_dict(r))
             del r  # one program's streams in memory at a time
             rep = rows[-1]
-            console.print(f"[dim]{rep['instance']} {m}: {rep['simulated_cycles']:,} cycles, {rep['status']}, "
-                          f"solver-free bound {rep['lower_bound_cycles']:,}[/dim]")
+            console.print(
+                f"[dim]{rep['instance']} {m}: {rep['simulated_cycles']:,} cycles, {rep['status']}, "
+                f"solver-free bound {rep['lower_bound_cycles']:,}[/dim]"
+            )
             if json_path:  # partial results survive an interrupted comparison
                 _atomic_write(Path(json_path), json.dumps(rows, indent=2) + "\n")
-    cols = ("instance", "method", "status", "objective_cycles", "bound_cycles", "gap", "lower_bound_cycles",
-            "simulated_cycles", "outputs_match", "utilization", "solve_seconds")
+    cols = (
+        "instance",
+        "method",
+        "status",
+        "objective_cycles",
+        "bound_cycles",
+        "gap",
+        "lower_bound_cycles",
+        "simulated_cycles",
+        "outputs_match",
+        "utilization",
+        "solve_seconds",
+    )
     t = Table(title="pimsat compare")
     for c in cols:
         t.add_column(c.replace("_cycles", "").replace("_", " "), justify="left" if c in cols[:3] else "right")
@@ -239,8 +334,9 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     except sim.SimulationError as e:
         # an emitted program the simulator refuses is a compiler bug; one changed since is not
         changed = _against_compiled(streams, manifest, 0).get("program_modified")
-        what = {True: "the program (changed since it was compiled)", False: "the emitted program",
-                None: "the program"}[changed]
+        what = {True: "the program (changed since it was compiled)", False: "the emitted program", None: "the program"}[
+            changed
+        ]
         raise CompilerError(f"the simulator rejects {what}: {e}") from None
     wall = time.perf_counter() - t0
     match = err = bits = None
@@ -252,23 +348,36 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     if log_path:
         write_command_log(log_path, res.log, hw)
     if trace:
-        write_chrome_trace(trace, res.log, getattr(res, "host_events", None), hw,
-                           op_names=[o.name for o in program.ops] if program else None)
+        write_chrome_trace(
+            trace,
+            res.log,
+            getattr(res, "host_events", None),
+            hw,
+            op_names=[o.name for o in program.ops] if program else None,
+        )
     if vcd:
         write_vcd(vcd, res.log, hw)
     summary = res.summary()
     n_cmds = int(sum(summary["commands"].values()))
     compiled = _against_compiled(streams, manifest, int(res.cycles))
-    out = {"cycles": int(res.cycles), "time_us": round(res.cycles * hw.timing.tCK_ns / 1000, 3),
-           "dram_commands": n_cmds, "wall_seconds": round(wall, 3),
-           "commands_per_second": round(n_cmds / wall) if wall > 0 else None,
-           "utilization": float(res.utilization), "row_hits": summary["row_hits"],
-           "row_misses": summary["row_misses"], "outputs_match": match, "max_abs_error": err,
-           "bit_exact": None if bits is None else bits.exact,
-           "bit_mismatches": None if bits is None else bits.mismatches,
-           "violations": summary["violations"], "command_counts": summary["commands"],
-           "stall_cycles": {k: int(v) for k, v in sorted(summary["stalls"].items(), key=lambda kv: -kv[1]) if v},
-           **compiled}
+    out = {
+        "cycles": int(res.cycles),
+        "time_us": round(res.cycles * hw.timing.tCK_ns / 1000, 3),
+        "dram_commands": n_cmds,
+        "wall_seconds": round(wall, 3),
+        "commands_per_second": round(n_cmds / wall) if wall > 0 else None,
+        "utilization": float(res.utilization),
+        "row_hits": summary["row_hits"],
+        "row_misses": summary["row_misses"],
+        "outputs_match": match,
+        "max_abs_error": err,
+        "bit_exact": None if bits is None else bits.exact,
+        "bit_mismatches": None if bits is None else bits.mismatches,
+        "violations": summary["violations"],
+        "command_counts": summary["commands"],
+        "stall_cycles": {k: int(v) for k, v in sorted(summary["stalls"].items(), key=lambda kv: -kv[1]) if v},
+        **compiled,
+    }
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
@@ -280,13 +389,23 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         console.print(t)
     if compiled.get("compiled_cycles") is not None and compiled["cycles_vs_compiled"] != 0:
         d = compiled["cycles_vs_compiled"]
-        why = ("the program was changed since it was compiled" if compiled["program_modified"]
-               else "the hardware was overridden" if preset or sets else "the same program on the same hardware")
-        click.echo(f"pimsat: {abs(d):,} cycles {'slower' if d > 0 else 'faster'} than compiled "
-                   f"({compiled['compiled_cycles']:,}): {why}", err=True)
+        why = (
+            "the program was changed since it was compiled"
+            if compiled["program_modified"]
+            else "the hardware was overridden"
+            if preset or sets
+            else "the same program on the same hardware"
+        )
+        click.echo(
+            f"pimsat: {abs(d):,} cycles {'slower' if d > 0 else 'faster'} than compiled "
+            f"({compiled['compiled_cycles']:,}): {why}",
+            err=True,
+        )
         if not compiled["program_modified"] and not (preset or sets):
-            raise CompilerError(f"simulated {int(res.cycles):,} cycles, the compiler predicted "
-                                f"{compiled['compiled_cycles']:,} for this unmodified program")
+            raise CompilerError(
+                f"simulated {int(res.cycles):,} cycles, the compiler predicted "
+                f"{compiled['compiled_cycles']:,} for this unmodified program"
+            )
     if match is False:
         raise UserError("simulated outputs differ from the reference")
     if bits is not None and not bits.exact:
@@ -327,12 +446,20 @@ def demo(time_limit) -> None:
     for c in ("method", "predicted", "simulated", "vs bandwidth bound 8,192", "outputs"):
         t.add_column(c, justify="right")
     for rep in rows:
-        t.add_row(rep["method"], f"{rep['objective_cycles']:,}", f"{rep['simulated_cycles']:,}",
-                  f"{rep['simulated_cycles'] / rep['bandwidth_bound_cycles']:.3f}×",
-                  ("match, bit-exact" if rep.get("bit_exact") else "match") if rep["outputs_match"] else str(rep["outputs_match"]))
+        t.add_row(
+            rep["method"],
+            f"{rep['objective_cycles']:,}",
+            f"{rep['simulated_cycles']:,}",
+            f"{rep['simulated_cycles'] / rep['bandwidth_bound_cycles']:.3f}×",
+            ("match, bit-exact" if rep.get("bit_exact") else "match")
+            if rep["outputs_match"]
+            else str(rep["outputs_match"]),
+        )
     console.print(t)
-    console.print("For comparison: a published simulator of this chip (SAITPublic/PIMSimulator) needs 13,166 "
-                  "cycles for the same GEMV, 36,082 without PIM.")
+    console.print(
+        "For comparison: a published simulator of this chip (SAITPublic/PIMSimulator) needs 13,166 "
+        "cycles for the same GEMV, 36,082 without PIM."
+    )
 
 
 @main.command()
@@ -341,8 +468,12 @@ def demo(time_limit) -> None:
 @click.option("--methods", default="naive,greedy,cpsat", show_default=True)
 @click.option("--time-limit", type=TIME_LIMIT, default=30.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(), default=None, callback=nonempty)
-@click.option("--root", type=click.Path(file_okay=False), default=None,
-              help="Folder holding instances/ and bench/best_known.json (default: the checkout, else .).")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder holding instances/ and bench/best_known.json (default: the checkout, else .).",
+)
 @click.option("--record", is_flag=True, help="write better cpsat makespans into bench/best_known.json")
 @guard
 def bench(tier, extra, methods, time_limit, json_path, root, record) -> None:

@@ -12,6 +12,7 @@ program.kind is `gemv` (n, k, batch, dtype, bias), `attention` (heads, kv_heads,
 context, batch) or `model` (preset or config, batch, context, layers, embed, lm_head).
 Weights for functional runs come from the seeded generator (ir.generate_state).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -55,7 +56,7 @@ class ProgramSpec(_Strict):
     dtype: Literal["fp16", "bf16"] = "fp16"
 
     @model_validator(mode="after")
-    def _fields_for_kind(self) -> "ProgramSpec":
+    def _fields_for_kind(self) -> ProgramSpec:
         need = {"gemv": ("n", "k"), "attention": ("heads", "head_dim"), "model": ()}[self.kind]
         for f in need:
             if getattr(self, f) is None:
@@ -86,11 +87,13 @@ class Instance(_Strict):
         if p.kind == "gemv":
             return ir.gemv_program(p.n, p.k, batch=p.batch, dtype=p.dtype, bias=p.bias)
         if p.kind == "attention":
-            return ir.attention_program(p.heads, p.kv_heads or p.heads, p.head_dim, p.context, batch=p.batch,
-                                        dtype=p.dtype)
+            return ir.attention_program(
+                p.heads, p.kv_heads or p.heads, p.head_dim, p.context, batch=p.batch, dtype=p.dtype
+            )
         cfg = ir.PRESETS[p.preset] if p.preset else ir.from_hf_config(p.config)
-        return ir.build_decode_step(cfg, batch=p.batch, context=p.context, layers=p.layers, embed=p.embed,
-                                    lm_head=p.lm_head, name=self.name)
+        return ir.build_decode_step(
+            cfg, batch=p.batch, context=p.context, layers=p.layers, embed=p.embed, lm_head=p.lm_head, name=self.name
+        )
 
     def build_hardware(self, extra: list[str] | tuple[str, ...] = (), preset: str | None = None) -> Hardware:
         sets = list(self.hardware.set) + list(extra)

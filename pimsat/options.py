@@ -6,6 +6,7 @@ only thrash); --seed an int32 (CP-SAT's random_seed); --time-limit finite, > 0 a
 MAX_SECONDS (the solver's watchdog is a threading.Timer, which refuses huge timeouts);
 --deterministic-time finite and >= 0.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,11 @@ def usage_line(e: click.UsageError) -> str:
         hint = f" (did you mean {', '.join(e.possibilities)}?)" if e.possibilities else ""
         return f"{e.option_name}: no such option{hint}"
     if isinstance(e, click.BadParameter) and param is not None:
-        name = param.opts[0] if getattr(param, "opts", None) and param.param_type_name == "option" \
+        name = (
+            param.opts[0]
+            if getattr(param, "opts", None) and param.param_type_name == "option"
             else (param.human_readable_name if param else "argument")
+        )
         if isinstance(e, click.MissingParameter):
             return f"{name}: missing"
         return f"{name}: {e.message.rstrip('.')}"

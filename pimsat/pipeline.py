@@ -1,10 +1,12 @@
 """The pipeline in one function: instance -> program + hardware -> problem -> solution ->
 streams -> simulation -> verified report."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -12,16 +14,16 @@ import ir
 from hwmodel import Hardware
 from hwmodel.numerics import within_tolerance
 from solver.bounds import Bounds, lower_bounds
-from solver.exact_durations import exact_durations
 from solver.decode import Compiled, decode
-from solver.lower import LowerOptions, Lowering, LoweringError, lower
+from solver.exact_durations import exact_durations
+from solver.lower import Lowering, LoweringError, LowerOptions, lower
 from solver.payload import Style
 from solver.problem import Method, SchedulingProblem, Solution, Status
 from solver.task_timing import use_oracle
 from solver.template import expand, templatable, template_problem
 
-from .options import DEFAULT_WORK_BUDGET
 from .instance import Instance
+from .options import DEFAULT_WORK_BUDGET
 from .sizes import format_bytes, resident_bytes
 
 
@@ -84,8 +86,15 @@ def solve(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solution, lis
         return greedy, []
     from solver.cpsat import solve_cpsat
 
-    cp = solve_cpsat(problem, time_limit=opts.time_limit, workers=opts.workers, seed=opts.seed, hint=greedy,
-                     progress=opts.progress, deterministic_time=opts.deterministic_time)
+    cp = solve_cpsat(
+        problem,
+        time_limit=opts.time_limit,
+        workers=opts.workers,
+        seed=opts.seed,
+        hint=greedy,
+        progress=opts.progress,
+        deterministic_time=opts.deterministic_time,
+    )
     return cp, [greedy]
 
 
@@ -100,8 +109,10 @@ def solve_layered(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solut
     tpl, alts = solve(sub, opts)
     if tpl.status == Status.INFEASIBLE:
         return tpl, []
-    note = (f"layer template solved ({len(sub.jobs)} jobs, repeated {sub.repeat}x); the proven bound covers "
-            f"one layer ({tpl.bound}) and is not reported for the whole step")
+    note = (
+        f"layer template solved ({len(sub.jobs)} jobs, repeated {sub.repeat}x); the proven bound covers "
+        f"one layer ({tpl.bound}) and is not reported for the whole step"
+    )
     full = replace(expand(problem, tpl, outside), bound=None, message=note)
     return full, [replace(expand(problem, a, outside), bound=None) for a in alts]
 
@@ -208,8 +219,9 @@ def final_status(solution: Solution, predicted_cycles: int) -> Status:
     return s
 
 
-def select_program(problem: SchedulingProblem, lowering: Lowering, solved: Solved, *, functional: bool,
-                   lazy: bool) -> Selected:
+def select_program(
+    problem: SchedulingProblem, lowering: Lowering, solved: Solved, *, functional: bool, lazy: bool
+) -> Selected:
     """Stage 3: decode the solution and keep the faster program. The alternatives are decoded
     first and only their predicted cycles kept (one program's streams in memory at a time); the
     rare alternative that beats the solution is decoded again (decoding is deterministic). A
@@ -224,13 +236,21 @@ def select_program(problem: SchedulingProblem, lowering: Lowering, solved: Solve
             best_alt, best_alt_cycles = alt, cycles
     compiled = decode(problem, lowering, solution, placements=functional, lazy=lazy) if solution.modes else None
     if best_alt is not None and (compiled is None or best_alt_cycles < compiled.predicted_cycles):
-        note = (f"the {best_alt.method} hint decodes to {best_alt_cycles:,} cycles"
-                + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
-                + "; kept the faster program")
+        note = (
+            f"the {best_alt.method} hint decodes to {best_alt_cycles:,} cycles"
+            + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
+            + "; kept the faster program"
+        )
         compiled = None
         kept = Status.FEASIBLE if solution.status in (Status.OPTIMAL, Status.FEASIBLE) else solution.status
-        solution = replace(solution, modes=best_alt.modes, starts=best_alt.starts, objective=best_alt.objective,
-                           status=kept, message=(solution.message + " " if solution.message else "") + note)
+        solution = replace(
+            solution,
+            modes=best_alt.modes,
+            starts=best_alt.starts,
+            objective=best_alt.objective,
+            status=kept,
+            message=(solution.message + " " if solution.message else "") + note,
+        )
         compiled = decode(problem, lowering, best_alt, placements=functional, lazy=lazy)
     if compiled is None:
         raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")
@@ -247,8 +267,9 @@ class Verdict:
     bit_exact: bool | None  # equal to the bit-true model (None: timing-only)
 
 
-def simulate_program(hw: Hardware, program: ir.Program, compiled: Compiled, *, functional: bool, record: bool,
-                     seed: int, progress=None):
+def simulate_program(
+    hw: Hardware, program: ir.Program, compiled: Compiled, *, functional: bool, record: bool, seed: int, progress=None
+):
     """Stage 4: run the streams in the simulator; (result, inputs, state) (inputs and state None
     when timing-only)."""
     import sim
@@ -257,8 +278,16 @@ def simulate_program(hw: Hardware, program: ir.Program, compiled: Compiled, *, f
     if functional:
         state = ir.generate_state(program, seed=seed)
         inputs = ir.generate_inputs(program, seed=seed)
-    result = sim.simulate(hw, compiled.streams, program=program, state=state, inputs=inputs, functional=functional,
-                          record=record, progress=progress)
+    result = sim.simulate(
+        hw,
+        compiled.streams,
+        program=program,
+        state=state,
+        inputs=inputs,
+        functional=functional,
+        record=record,
+        progress=progress,
+    )
     return result, inputs, state
 
 
@@ -266,21 +295,30 @@ def verify_program(hw: Hardware, program: ir.Program, compiled: Compiled, result
     """Stage 5: simulated cycles = predicted (else a compiler bug), and for a functional run the
     outputs against the float reference (tolerance) and everything against the bit-true model."""
     if int(result.cycles) != compiled.predicted_cycles:
-        raise VerificationError(f"simulated {int(result.cycles):,} cycles, the decoder predicted "
-                                f"{compiled.predicted_cycles:,}: the cost model and the simulator disagree")
+        raise VerificationError(
+            f"simulated {int(result.cycles):,} cycles, the decoder predicted "
+            f"{compiled.predicted_cycles:,}: the cost model and the simulator disagree"
+        )
     if inputs is None:
         return Verdict(None, None, None)
     reference = ir.run(program, inputs, state)
     match, err = compare_outputs(program, result.outputs, reference)
     bits = bit_true_check(hw, program, inputs, state, compiled.streams, result)
     if not bits.exact:
-        raise VerificationError(f"the simulated program computes other bits than the hardware's arithmetic "
-                                f"(sim/bittrue.py): {bits.summary()}")
+        raise VerificationError(
+            f"the simulated program computes other bits than the hardware's arithmetic "
+            f"(sim/bittrue.py): {bits.summary()}"
+        )
     return Verdict(match, err, True)
 
 
-def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[str, ...] = (),
-        preset: str | None = None, cache: LoweringCache | None = None) -> RunResult:
+def run(
+    instance: Instance,
+    opts: SolveOptions,
+    hw_overrides: list[str] | tuple[str, ...] = (),
+    preset: str | None = None,
+    cache: LoweringCache | None = None,
+) -> RunResult:
     """instance -> program + hardware -> lowered -> solved -> selected program -> simulated -> verified."""
     clock: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -298,18 +336,37 @@ def run(instance: Instance, opts: SolveOptions, hw_overrides: list[str] | tuple[
     # a streamed simulation (timing-only, no command log) reads lazily built streams, a task's
     # encoded commands at a time: the program never sits in memory whole, and lockstep channels
     # share one encoding of their commands
-    selected = select_program(problem, lowering, solved, functional=functional,
-                              lazy=not functional and not opts.record)
+    selected = select_program(problem, lowering, solved, functional=functional, lazy=not functional and not opts.record)
     clock["decode"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
-    result, inputs, state = simulate_program(hw, program, selected.compiled, functional=functional,
-                                             record=opts.record, seed=instance.seed, progress=opts.sim_progress)
+    result, inputs, state = simulate_program(
+        hw,
+        program,
+        selected.compiled,
+        functional=functional,
+        record=opts.record,
+        seed=instance.seed,
+        progress=opts.sim_progress,
+    )
     clock["simulate"] = time.perf_counter() - t3
     verdict = verify_program(hw, program, selected.compiled, result, inputs, state)
-    return RunResult(instance, hw, program, problem, lowering, selected.solution, selected.compiled, lowered.bounds,
-                     result, verdict.outputs_match, verdict.max_abs_error, solved.seconds, clock,
-                     bit_exact=verdict.bit_exact)
+    return RunResult(
+        instance,
+        hw,
+        program,
+        problem,
+        lowering,
+        selected.solution,
+        selected.compiled,
+        lowered.bounds,
+        result,
+        verdict.outputs_match,
+        verdict.max_abs_error,
+        solved.seconds,
+        clock,
+        bit_exact=verdict.bit_exact,
+    )
 
 
 def bit_true_check(hw: Hardware, program: ir.Program, inputs, state, streams, result):
@@ -338,13 +395,16 @@ def _check_capacity(hw: Hardware, program: ir.Program) -> None:
         ctx = program.meta.get("context")
         kv_text = f" + KV cache {format_bytes(kv)}" + (f" for {ctx + 1} tokens" if ctx is not None else "")
         raise InfeasibleError(
-            f"weights {format_bytes(w)}{kv_text} need {format_bytes(w + kv)}; {hw.name} holds {format_bytes(org.capacity_bytes)} "
+            f"weights {format_bytes(w)}{kv_text} need {format_bytes(w + kv)}; "
+            f"{hw.name} holds {format_bytes(org.capacity_bytes)} "
             f"({org.channels} channels x {org.banks_per_channel} banks x {org.rows} rows x {org.row_bytes} B)"
-            f", {format_bytes((w + kv) / org.channels)} per channel needed, {format_bytes(org.channel_bytes)} available")
+            f", {format_bytes((w + kv) / org.channels)} per channel needed, {format_bytes(org.channel_bytes)} available"
+        )
 
 
-def compare_outputs(program: ir.Program, outputs: dict[str, np.ndarray],
-                    reference: dict[str, np.ndarray]) -> tuple[bool, float]:
+def compare_outputs(
+    program: ir.Program, outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray]
+) -> tuple[bool, float]:
     """Every program output against the float reference, by the one tolerance rule
     (hwmodel.numerics.within_tolerance); (all match, the largest absolute error of a float output)."""
     ok, worst = True, 0.0

@@ -1,4 +1,5 @@
 """report.json (the contract of BRIEF §7) and the rich summary printed after a solve."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -61,28 +62,39 @@ def report_dict(r: RunResult) -> dict[str, Any]:
 
 def print_summary(rep: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
-    t = Table(title=f"pimsat solve — {rep['instance']} on {rep['hardware']} ({rep['channels']} channels)",
-              show_header=False)
+    t = Table(
+        title=f"pimsat solve — {rep['instance']} on {rep['hardware']} ({rep['channels']} channels)", show_header=False
+    )
     t.add_column("what", style="bold")
     t.add_column("value", justify="right")
 
     def cyc(x):
         return "—" if x is None else f"{x:,}"
 
-    end = {"work budget": " (search ended by its work budget: reproducible)",
-           "wall clock": " (search cut short by the wall clock: not reproducible)"}.get(rep.get("search_end") or "", "")
+    end = {
+        "work budget": " (search ended by its work budget: reproducible)",
+        "wall clock": " (search cut short by the wall clock: not reproducible)",
+    }.get(rep.get("search_end") or "", "")
     t.add_row("method / status", f"{rep['method']} / {rep['status']}{end}")
     t.add_row("predicted makespan", f"{cyc(rep['objective_cycles'])} cycles ({rep['time_ns'] / 1000:,.1f} µs)")
     t.add_row("simulated", f"{cyc(rep['simulated_cycles'])} cycles")
     t.add_row("solver bound (proven)", cyc(rep["bound_cycles"]))
-    t.add_row("solver-free bound", f"{cyc(rep['lower_bound_cycles'])} (bandwidth {cyc(rep['bandwidth_bound_cycles'])}"
-              f", +refresh {cyc(rep['bandwidth_refresh_bound_cycles'])}, critical path "
-              f"{cyc(rep['critical_path_cycles'])})")
+    t.add_row(
+        "solver-free bound",
+        f"{cyc(rep['lower_bound_cycles'])} (bandwidth {cyc(rep['bandwidth_bound_cycles'])}"
+        f", +refresh {cyc(rep['bandwidth_refresh_bound_cycles'])}, critical path "
+        f"{cyc(rep['critical_path_cycles'])})",
+    )
     t.add_row("gap to best bound", "—" if rep["gap"] is None else f"{rep['gap'] * 100:.2f} %")
-    t.add_row("outputs match reference", {True: "yes", False: "NO", None: "timing-only"}[rep["outputs_match"]]
-              + ("" if rep["max_abs_error"] is None else f" (max |err| {rep['max_abs_error']:.3g})"))
-    t.add_row("equals bit-true model", {True: "yes (every tensor, exactly)", False: "NO", None: "timing-only"}[
-        rep.get("bit_exact")])
+    t.add_row(
+        "outputs match reference",
+        {True: "yes", False: "NO", None: "timing-only"}[rep["outputs_match"]]
+        + ("" if rep["max_abs_error"] is None else f" (max |err| {rep['max_abs_error']:.3g})"),
+    )
+    t.add_row(
+        "equals bit-true model",
+        {True: "yes (every tensor, exactly)", False: "NO", None: "timing-only"}[rep.get("bit_exact")],
+    )
     t.add_row("violations", str(rep["violations"]))
     t.add_row("PIM utilisation", f"{rep['utilization'] * 100:.1f} %")
     t.add_row("solve time", f"{rep['solve_seconds']:.2f} s")

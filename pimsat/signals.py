@@ -10,6 +10,7 @@ handler has not run GRACE seconds after a signal and no output is being written.
 told not to take SIGINT itself (catch_sigint_signal=False in solver/cpsat), and `ensure()`
 re-installs the handlers after every solve anyway.
 """
+
 from __future__ import annotations
 
 import contextlib

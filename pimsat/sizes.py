@@ -1,4 +1,5 @@
 """Byte counts shown to users: what a program keeps in banks, and human-readable sizes."""
+
 from __future__ import annotations
 
 

@@ -1,5 +1,6 @@
 """What `pimsat simulate` takes from a stream manifest besides the streams: the hardware, the
 program and the seed, each checked with one line naming the manifest and the field."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,9 @@ from hwmodel.loader import apply_overrides, hardware_from_dict, one_line
 from hwmodel.streams_io import MANIFEST, StreamsError
 
 
-def manifest_inputs(streams_dir: str | Path, manifest: dict[str, Any], preset: str | None,
-                    sets: list[str]) -> tuple[Hardware, ir.Program | None, int]:
+def manifest_inputs(
+    streams_dir: str | Path, manifest: dict[str, Any], preset: str | None, sets: list[str]
+) -> tuple[Hardware, ir.Program | None, int]:
     path = Path(streams_dir) / MANIFEST
     if preset:
         hw = load_hardware(preset, list(sets))

@@ -43,6 +43,7 @@ Execution rules (hwmodel/isa.yaml says what each instruction does):
 
 Every violation raises SimulationError (sim/errors.py).
 """
+
 from __future__ import annotations
 
 import time
@@ -61,12 +62,30 @@ from .host import epilogue_cycles, host_op_cycles
 from .memory import ResidentView
 from .result import HOST_EVENT_DTYPE, LOG_DTYPE, SimResult, StreamTimes
 
-__all__ = ["simulate", "verify", "SimResult", "SimulationError", "StreamTimes", "LOG_DTYPE",
-           "HOST_EVENT_DTYPE", "host_op_cycles", "epilogue_cycles", "Verification"]
+__all__ = [
+    "simulate",
+    "verify",
+    "SimResult",
+    "SimulationError",
+    "StreamTimes",
+    "LOG_DTYPE",
+    "HOST_EVENT_DTYPE",
+    "host_op_cycles",
+    "epilogue_cycles",
+    "Verification",
+]
 
 
-def simulate(hw: Hardware, streams: StreamSet, program=None, state=None, inputs=None, functional: bool = True,
-             record: bool = True, progress=None) -> SimResult:
+def simulate(
+    hw: Hardware,
+    streams: StreamSet,
+    program=None,
+    state=None,
+    inputs=None,
+    functional: bool = True,
+    record: bool = True,
+    progress=None,
+) -> SimResult:
     """Execute `streams` on `hw`. Functional runs need `program`; `state` / `inputs` default to
     ir.weights.generate_state / generate_inputs (seed 0). Raises SimulationError on any violation.
     A timing-only run without the command log (functional=False, record=False) is streamed: the
@@ -77,14 +96,15 @@ def simulate(hw: Hardware, streams: StreamSet, program=None, state=None, inputs=
         raise SimulationError("stream", "a functional run needs the program (or pass functional=False)")
     nsym = len(streams.symbols) if functional or streams.symbols else None  # timing-only probes may omit symbols
     streamed = not functional and not record
-    timed = run_timing(hw, streams.channels, streams.host, program, record, nsym, streamed=streamed,
-                       progress=progress)
+    timed = run_timing(hw, streams.channels, streams.host, program, record, nsym, streamed=streamed, progress=progress)
     states = timed.channels
     C = len(states)
     nb = hw.organization.banks_per_channel
     hr = timed.host
     res = SimResult(
-        hardware=hw.name, cycles=int(timed.makespan), functional=functional,
+        hardware=hw.name,
+        cycles=int(timed.makespan),
+        functional=functional,
         channel_times=[] if streamed else [StreamTimes(s["issue"], s["lastc"], s["done"]) for s in states],
         host_times=StreamTimes(hr.issue, hr.lastc, hr.done),
         counts=np.array([s["counts"] for s in states]).reshape(C, 8),
@@ -95,7 +115,8 @@ def simulate(hw: Hardware, streams: StreamSet, program=None, state=None, inputs=
         refreshes=np.array([int(s["st"][_K.ST_REFS]) for s in states], dtype=np.int64),
         stalls=timed.stalls,
         signals={int(timed.signal_ids[k]): int(v) for k, v in enumerate(timed.signal_time[: len(timed.signal_ids)])},
-        mac_interval=hw.mac_interval, total_pus=hw.total_pus,
+        mac_interval=hw.mac_interval,
+        total_pus=hw.total_pus,
         log=None,
         host_events=np.array(hr.events, dtype=HOST_EVENT_DTYPE) if hr.events else np.zeros(0, HOST_EVENT_DTYPE),
     )
@@ -114,14 +135,18 @@ def simulate(hw: Hardware, streams: StreamSet, program=None, state=None, inputs=
         for name in program.outputs:
             t = m.host.get(name)
             if t is None or (t.init is not None and not t.init.all()):
-                raise SimulationError("uninitialised", f"program output '{name}' was not (fully) computed by "
-                                      "the end of the program", cycle=res.cycles)
+                raise SimulationError(
+                    "uninitialised",
+                    f"program output '{name}' was not (fully) computed by the end of the program",
+                    cycle=res.cycles,
+                )
             res.outputs[name] = t.shaped()
             res.output_dtypes[name] = program.tensors[name].dtype.value
         res.host = {k: t.shaped() for k, t in m.host.items()}
         res.phase_seconds["functional"] = time.perf_counter() - t0
-        res.resident = ResidentView(m.banks, streams.placements,
-                                    {n: np.shape(state[n]) for n in {p.tensor for p in streams.placements}})
+        res.resident = ResidentView(
+            m.banks, streams.placements, {n: np.shape(state[n]) for n in {p.tensor for p in streams.placements}}
+        )
     return res
 
 
@@ -135,8 +160,9 @@ class Verification:
         return iter((self.outputs_match, self.max_abs_error))
 
 
-def verify(result: SimResult, reference_outputs: dict[str, np.ndarray],
-           tolerance_by_dtype: dict[str, float] | None = None) -> Verification:
+def verify(
+    result: SimResult, reference_outputs: dict[str, np.ndarray], tolerance_by_dtype: dict[str, float] | None = None
+) -> Verification:
     """Compare every program output of a functional run with the reference values, by the one
     tolerance rule (hwmodel.numerics.within_tolerance; `tolerance_by_dtype` overrides entries).
     The dtype is the output's declared one, else guessed from its numpy storage (float16 -> fp16,

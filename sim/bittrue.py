@@ -18,6 +18,7 @@ The simulator's functional outputs must equal this model exactly (`compare`): ev
 movement of the program (which burst meets which global-buffer word, which accumulator goes to
 which staging element) is checked to the last bit, which the tolerance check cannot do.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -41,7 +42,7 @@ class Dispatch:
     host: Mapping[str, tuple[tuple[int, int], ...] | None]
 
     @staticmethod
-    def from_host_stream(program: Program, host) -> "Dispatch":
+    def from_host_stream(program: Program, host) -> Dispatch:
         """HOP op=k: op k runs on the host; HMV op=k row0 rows: those rows of op k do."""
         out: dict[str, list[tuple[int, int]] | None] = {}
         for ins in host:
@@ -58,8 +59,13 @@ class Dispatch:
         return Dispatch({k: None if v is None else tuple(v) for k, v in out.items()})
 
 
-def run(hw: Hardware, program: Program, inputs: Mapping[str, np.ndarray], state: Mapping[str, np.ndarray],
-        dispatch: Dispatch | None = None) -> dict[str, np.ndarray]:
+def run(
+    hw: Hardware,
+    program: Program,
+    inputs: Mapping[str, np.ndarray],
+    state: Mapping[str, np.ndarray],
+    dispatch: Dispatch | None = None,
+) -> dict[str, np.ndarray]:
     """The value of every tensor as the hardware computes it."""
     dispatch = dispatch or Dispatch({})
     pim = hw.pim.dtype
@@ -96,7 +102,7 @@ def run(hw: Hardware, program: Program, inputs: Mapping[str, np.ndarray], state:
             if where and op.kind is OpKind.gemv:
                 h = on("host")
                 for row0, rows in where:
-                    y[..., row0:row0 + rows] = h[..., row0:row0 + rows]
+                    y[..., row0 : row0 + rows] = h[..., row0 : row0 + rows]
         values[op.outputs[0]] = y
     return values
 
@@ -106,8 +112,8 @@ class BitCheck:
     """Simulated tensors against the bit-true model."""
 
     exact: bool
-    mismatches: dict[str, int]          # tensor -> elements that differ (program order)
-    first: str | None                   # the first differing tensor and element, in words
+    mismatches: dict[str, int]  # tensor -> elements that differ (program order)
+    first: str | None  # the first differing tensor and element, in words
 
     def summary(self) -> str:
         if self.exact:
@@ -115,8 +121,9 @@ class BitCheck:
         return f"{sum(self.mismatches.values()):,} elements differ from the bit-true model; first: {self.first}"
 
 
-def bank_image(hw: Hardware, program: Program, model: Mapping[str, np.ndarray],
-               changed=lambda name: True) -> dict[str, np.ndarray]:
+def bank_image(
+    hw: Hardware, program: Program, model: Mapping[str, np.ndarray], changed=lambda name: True
+) -> dict[str, np.ndarray]:
     """What the banks must hold at the end, per resident root tensor, in the PIM dtype: the
     weights as loaded; a kv cache as this step leaves it (positions 0..position; NaN beyond,
     which is not compared). Only the kv caches this step appends to and the tensors for which
@@ -134,15 +141,20 @@ def bank_image(hw: Hardware, program: Program, model: Mapping[str, np.ndarray],
         if t.name in final:
             version, pos = final[t.name]
             v = round_to(hw.pim.dtype, np.asarray(model[version])).astype(np.float32)
-            v[:, :, pos + 1:, :] = np.nan
+            v[:, :, pos + 1 :, :] = np.nan
         else:
             v = round_to(hw.pim.dtype, np.asarray(model[t.name])).astype(np.float32)
         out[t.name] = v
     return out
 
 
-def compare(program: Program, simulated: Mapping[str, np.ndarray], model: Mapping[str, np.ndarray],
-            names: list[str] | None = None, banks: tuple[Mapping, Mapping] | None = None) -> BitCheck:
+def compare(
+    program: Program,
+    simulated: Mapping[str, np.ndarray],
+    model: Mapping[str, np.ndarray],
+    names: list[str] | None = None,
+    banks: tuple[Mapping, Mapping] | None = None,
+) -> BitCheck:
     """Exact comparison (values; -0 equals +0, NaN equals NaN) of the tensors `names` (default:
     every tensor the simulation holds that the model has, in program order); with `banks`
     (the simulated banks' resident tensors, `bank_image`), also the final bank contents of
@@ -151,8 +163,7 @@ def compare(program: Program, simulated: Mapping[str, np.ndarray], model: Mappin
     pairs = [(n, simulated[n], model[n]) for n in order]
     if banks is not None:
         held, image = banks
-        pairs += [(f"banks:{n}", np.where(np.isnan(image[n]), np.nan, held[n]), image[n])
-                  for n in held if n in image]
+        pairs += [(f"banks:{n}", np.where(np.isnan(image[n]), np.nan, held[n]), image[n]) for n in held if n in image]
     mism: dict[str, int] = {}
     first = None
     for n, got, want in pairs:

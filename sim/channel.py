@@ -16,6 +16,7 @@ Commands 2.. of a sweep follow at t_prev + gap[c] (or later while a global-buffe
 ready, or a window row c->c binds). Constraints from commands before the sweep are the same for
 every command of the sweep (same command, same banks), so checking the first one suffices.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,8 +47,26 @@ def _check_layout() -> None:
 
 _check_layout()
 # hardware scalars (see timing.py)
-(HWP_NB, HWP_NG, HWP_NR, HWP_NPU, HWP_NU, HWP_NCOL, HWP_NROW, HWP_GB, HWP_ACC, HWP_TREFI,
- HWP_MAXP, HWP_SYNC, HWP_RECORD, HWP_TGB, HWP_R, HWP_BPB, HWP_MAXPULL, HWP_MAXGAP) = range(18)
+(
+    HWP_NB,
+    HWP_NG,
+    HWP_NR,
+    HWP_NPU,
+    HWP_NU,
+    HWP_NCOL,
+    HWP_NROW,
+    HWP_GB,
+    HWP_ACC,
+    HWP_TREFI,
+    HWP_MAXP,
+    HWP_SYNC,
+    HWP_RECORD,
+    HWP_TGB,
+    HWP_R,
+    HWP_BPB,
+    HWP_MAXPULL,
+    HWP_MAXGAP,
+) = range(18)
 HWP_LEN = 18
 # stall reasons after the table rows (index R + k)
 R_SYNC, R_STAMP, R_GB, R_REFCREDIT = 0, 1, 2, 3
@@ -62,8 +81,23 @@ DONE, BLOCKED, ERROR = 0, 1, 2
 ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN, ST_LASTREF = range(11)
 ST_LEN = 11
 # error codes
-(E_NONE, E_TIMING, E_BUS, E_SYNC, E_CLOSED, E_OPEN, E_REFOPEN, E_PU, E_RANGE, E_REFLATE, E_SIGTWICE,
- E_STREAM, E_GB, E_REFEARLY, E_REFGAP) = range(15)
+(
+    E_NONE,
+    E_TIMING,
+    E_BUS,
+    E_SYNC,
+    E_CLOSED,
+    E_OPEN,
+    E_REFOPEN,
+    E_PU,
+    E_RANGE,
+    E_REFLATE,
+    E_SIGTWICE,
+    E_STREAM,
+    E_GB,
+    E_REFEARLY,
+    E_REFGAP,
+) = range(15)
 # err array slots
 ERR_CODE, ERR_CYCLE, ERR_BANK, ERR_INSTR, ERR_ROW, ERR_NEEDED, ERR_ACTUAL, ERR_X1, ERR_X2 = range(9)
 ERR_LEN = 9
@@ -84,8 +118,9 @@ def _units(s, mask, gmask, rmask, nb, ng, nr):
 
 
 @njit(inline=True)
-def _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start, rows_idx, prev, scope, lat,
-                 win, wbase, viol, t):
+def _requirement(
+    c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start, rows_idx, prev, scope, lat, win, wbase, viol, t
+):
     """Earliest cycle the timing rows allow command c; binding row, unit, prev time. If t >= 0,
     also mark in viol[k] every row that t violates."""
     nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
@@ -184,12 +219,62 @@ def _fail(err, code, cycle, bank, instr, row, needed, actual, x1, x2):
 
 
 @njit
-def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows_idx, gap, gap_row, self_win,
-                wprev, compl, bg_of, rank_of, pu_of, hwp, st, last, ring, rhead, openrow, openinstr, firstacc,
-                gbready, sig, issue, lastc, done, counts, bbursts, pumacs, hits, misses, stall, viol,
-                lcyc, lcmd, lbank, lmask, lrow, lcol, linstr, err):
+def run_channel(
+    prog,
+    tprev,
+    tnext,
+    tscope,
+    tlat,
+    twin,
+    twbase,
+    rows_start,
+    rows_idx,
+    gap,
+    gap_row,
+    self_win,
+    wprev,
+    compl,
+    bg_of,
+    rank_of,
+    pu_of,
+    hwp,
+    st,
+    last,
+    ring,
+    rhead,
+    openrow,
+    openinstr,
+    firstacc,
+    gbready,
+    sig,
+    issue,
+    lastc,
+    done,
+    counts,
+    bbursts,
+    pumacs,
+    hits,
+    misses,
+    stall,
+    viol,
+    lcyc,
+    lcmd,
+    lbank,
+    lmask,
+    lrow,
+    lcol,
+    linstr,
+    err,
+):
     nb, ncol, nrow = hwp[HWP_NB], hwp[HWP_NCOL], hwp[HWP_NROW]
-    ngb, nacc, trefi, maxp, sync, tgb = hwp[HWP_GB], hwp[HWP_ACC], hwp[HWP_TREFI], hwp[HWP_MAXP], hwp[HWP_SYNC], hwp[HWP_TGB]
+    ngb, nacc, trefi, maxp, sync, tgb = (
+        hwp[HWP_GB],
+        hwp[HWP_ACC],
+        hwp[HWP_TREFI],
+        hwp[HWP_MAXP],
+        hwp[HWP_SYNC],
+        hwp[HWP_TGB],
+    )
     R, record, bpb = hwp[HWP_R], hwp[HWP_RECORD], hwp[HWP_BPB]
     n = prog.shape[0] // WIDTH
     pos = st[ST_POS]
@@ -293,8 +378,25 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             return _fail(err, E_CLOSED, at, b, pos, -1, 0, 0, 0, 0)
         # ---- first command: earliest legal cycle ------------------------------------------
         ready = st[ST_BUS] + 1
-        req, brow, bunit, bprev = _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start,
-                                               rows_idx, tprev, tscope, tlat, twin, twbase, viol, -1)
+        req, brow, bunit, bprev = _requirement(
+            c,
+            mask,
+            gmask,
+            rmask,
+            hwp,
+            last,
+            ring,
+            rhead,
+            rows_start,
+            rows_idx,
+            tprev,
+            tscope,
+            tlat,
+            twin,
+            twbase,
+            viol,
+            -1,
+        )
         gbneed = NEG
         if c == MAC:
             gbneed = gbready[gbi]
@@ -317,8 +419,25 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             if t < st[ST_WAIT]:
                 return _fail(err, E_SYNC, t, -1, pos, -1, sync, t - (st[ST_WAIT] - sync), st[ST_WAIT], 0)
             if t < req:
-                _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start, rows_idx, tprev,
-                             tscope, tlat, twin, twbase, viol, t)
+                _requirement(
+                    c,
+                    mask,
+                    gmask,
+                    rmask,
+                    hwp,
+                    last,
+                    ring,
+                    rhead,
+                    rows_start,
+                    rows_idx,
+                    tprev,
+                    tscope,
+                    tlat,
+                    twin,
+                    twbase,
+                    viol,
+                    t,
+                )
                 b = bunit if bunit < nb else -1
                 return _fail(err, E_TIMING, t, b, pos, brow, tlat[brow], t - bprev, 0, 0)
             if t < gbneed:
@@ -355,8 +474,25 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
                 if c == MAC and gbready[gbi + k] > nxt:
                     nxt, why = gbready[gbi + k], R + R_GB
                 if self_win[c]:
-                    r2, br2, bu2, bp2 = _requirement(c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start,
-                                                     rows_idx, tprev, tscope, tlat, twin, twbase, viol, -1)
+                    r2, br2, bu2, bp2 = _requirement(
+                        c,
+                        mask,
+                        gmask,
+                        rmask,
+                        hwp,
+                        last,
+                        ring,
+                        rhead,
+                        rows_start,
+                        rows_idx,
+                        tprev,
+                        tscope,
+                        tlat,
+                        twin,
+                        twbase,
+                        viol,
+                        -1,
+                    )
                     if r2 > nxt:
                         nxt, why = r2, br2
                 if nxt > tk + 1 and why >= 0:
@@ -413,8 +549,9 @@ def run_channel(prog, tprev, tnext, tscope, tlat, twin, twbase, rows_start, rows
             if j - t // trefi > hwp[HWP_MAXPULL]:
                 return _fail(err, E_REFEARLY, t, -1, pos, -1, (j - hwp[HWP_MAXPULL]) * trefi, t, j, 0)
             if t - st[ST_LASTREF] > hwp[HWP_MAXGAP] * trefi:
-                return _fail(err, E_REFGAP, t, -1, pos, -1, hwp[HWP_MAXGAP] * trefi, t - st[ST_LASTREF], j,
-                             st[ST_LASTREF])
+                return _fail(
+                    err, E_REFGAP, t, -1, pos, -1, hwp[HWP_MAXGAP] * trefi, t - st[ST_LASTREF], j, st[ST_LASTREF]
+                )
             st[ST_REFS] = j
             st[ST_LASTREF] = t
         d = tk + compl[c]
@@ -446,16 +583,33 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
     hwpc[HWP_RECORD] = int(record)
     return dict(
         hwp=hwpc,
-        st=st, last=np.full(8 * nu, NEG, dtype=i64), ring=np.full(tab.ring_size, NEG, dtype=i64),
-        rhead=np.zeros(max(R, 1) * nu, dtype=i64), openrow=np.full(nb, -1, dtype=i64),
-        openinstr=np.full(nb, -1, dtype=i64), firstacc=np.zeros(nb, dtype=i64),
+        st=st,
+        last=np.full(8 * nu, NEG, dtype=i64),
+        ring=np.full(tab.ring_size, NEG, dtype=i64),
+        rhead=np.zeros(max(R, 1) * nu, dtype=i64),
+        openrow=np.full(nb, -1, dtype=i64),
+        openinstr=np.full(nb, -1, dtype=i64),
+        firstacc=np.zeros(nb, dtype=i64),
         gbready=np.full(max(int(hwp[HWP_GB]), 1), NEG, dtype=i64),
-        issue=np.full(n_instr, -1, dtype=i64), lastc=np.full(n_instr, -1, dtype=i64),
-        done=np.full(n_instr, -1, dtype=i64), counts=np.zeros(8, dtype=i64), bbursts=np.zeros(nb, dtype=i64),
-        pumacs=np.zeros(npu, dtype=i64), hits=np.zeros(nb, dtype=i64), misses=np.zeros(nb, dtype=i64),
-        stall=np.zeros(R + 4, dtype=i64), viol=np.zeros(max(R, 1), dtype=i64),
-        log=log, lcyc=log["cycle"], lcmd=log["command"], lbank=log["bank"], lmask=log["mask"], lrow=log["row"],
-        lcol=log["col"], linstr=log["instr"], err=np.zeros(ERR_LEN, dtype=i64),
+        issue=np.full(n_instr, -1, dtype=i64),
+        lastc=np.full(n_instr, -1, dtype=i64),
+        done=np.full(n_instr, -1, dtype=i64),
+        counts=np.zeros(8, dtype=i64),
+        bbursts=np.zeros(nb, dtype=i64),
+        pumacs=np.zeros(npu, dtype=i64),
+        hits=np.zeros(nb, dtype=i64),
+        misses=np.zeros(nb, dtype=i64),
+        stall=np.zeros(R + 4, dtype=i64),
+        viol=np.zeros(max(R, 1), dtype=i64),
+        log=log,
+        lcyc=log["cycle"],
+        lcmd=log["command"],
+        lbank=log["bank"],
+        lmask=log["mask"],
+        lrow=log["row"],
+        lcol=log["col"],
+        linstr=log["instr"],
+        err=np.zeros(ERR_LEN, dtype=i64),
     )
 
 
@@ -464,9 +618,49 @@ def call(tab, prog: np.ndarray, s: dict[str, np.ndarray], sig: np.ndarray) -> in
     if len(s["issue"]) < len(prog) // WIDTH:  # the compiled kernel does not check bounds
         raise ValueError(f"channel state holds {len(s['issue'])} instructions, the table {len(prog) // WIDTH}")
     return run_channel(
-        prog, tab.prev, tab.nxt, tab.scope, tab.lat, tab.win, tab.wbase, tab.rows_start, tab.rows_idx, tab.gap,
-        tab.gap_row, tab.self_win, tab.wprev, tab.completion, tab.bg_of, tab.rank_of, tab.pu_of, s["hwp"], s["st"],
-        s["last"], s["ring"], s["rhead"], s["openrow"], s["openinstr"], s["firstacc"], s["gbready"], sig,
-        s["issue"], s["lastc"], s["done"], s["counts"], s["bbursts"], s["pumacs"], s["hits"], s["misses"],
-        s["stall"], s["viol"], s["lcyc"], s["lcmd"], s["lbank"], s["lmask"], s["lrow"], s["lcol"], s["linstr"],
-        s["err"])
+        prog,
+        tab.prev,
+        tab.nxt,
+        tab.scope,
+        tab.lat,
+        tab.win,
+        tab.wbase,
+        tab.rows_start,
+        tab.rows_idx,
+        tab.gap,
+        tab.gap_row,
+        tab.self_win,
+        tab.wprev,
+        tab.completion,
+        tab.bg_of,
+        tab.rank_of,
+        tab.pu_of,
+        s["hwp"],
+        s["st"],
+        s["last"],
+        s["ring"],
+        s["rhead"],
+        s["openrow"],
+        s["openinstr"],
+        s["firstacc"],
+        s["gbready"],
+        sig,
+        s["issue"],
+        s["lastc"],
+        s["done"],
+        s["counts"],
+        s["bbursts"],
+        s["pumacs"],
+        s["hits"],
+        s["misses"],
+        s["stall"],
+        s["viol"],
+        s["lcyc"],
+        s["lcmd"],
+        s["lbank"],
+        s["lmask"],
+        s["lrow"],
+        s["lcol"],
+        s["linstr"],
+        s["err"],
+    )

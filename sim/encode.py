@@ -1,12 +1,32 @@
 """Signal ids of the encoded tables (SignalMap); the table layout and `encode_stream` are
 hardware semantics in hwmodel/table.py, re-exported here for the simulator's modules."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from hwmodel.table import (C_ACC, C_BANK, C_CNT, C_COL, C_GB, C_MASK, C_N, C_OP, C_ROW, C_STAMP,  # noqa: F401
-                           C_SYM, OP_EPI, OP_HMV, OP_HOP, OP_SIG, OP_WAIT, OPCODES, WIDTH, encode_fields,
-                           encode_stream)
+from hwmodel.table import (  # noqa: F401
+    C_ACC,
+    C_BANK,
+    C_CNT,
+    C_COL,
+    C_GB,
+    C_MASK,
+    C_N,
+    C_OP,
+    C_ROW,
+    C_STAMP,
+    C_SYM,
+    OP_EPI,
+    OP_HMV,
+    OP_HOP,
+    OP_SIG,
+    OP_WAIT,
+    OPCODES,
+    WIDTH,
+    encode_fields,
+    encode_stream,
+)
 
 assert OP_SIG % 2 == 0 and OP_WAIT == OP_SIG + 1  # SignalMap.densify finds both by op >> 1
 

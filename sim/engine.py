@@ -6,6 +6,7 @@ deadlocks (SimulationError kind "deadlock", naming each parked stream, instructi
 After the run: the refresh rule at the end, and every bank must be precharged at the end (so the
 next program starts from closed banks, as ACT and REF require).
 """
+
 from __future__ import annotations
 
 import time
@@ -23,8 +24,15 @@ from .host import HostRunner
 from .result import LOG_DTYPE
 from .timing import TimingTables, compile_tables
 
-_RANGE_FIELD = {K.F_BANK: "bank", K.F_MASK: "mask", K.F_ROW: "row", K.F_COL: "column",
-                K.F_GB: "global-buffer burst", K.F_ACC: "accumulator", K.F_COUNT: "count"}
+_RANGE_FIELD = {
+    K.F_BANK: "bank",
+    K.F_MASK: "mask",
+    K.F_ROW: "row",
+    K.F_COL: "column",
+    K.F_GB: "global-buffer burst",
+    K.F_ACC: "accumulator",
+    K.F_COUNT: "count",
+}
 
 
 @dataclass
@@ -56,25 +64,38 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
         err.violated = violated
         return err
     if code == K.E_GB:
-        err = SimulationError("timing", f"global-buffer burst {x1} written by a WRGB {actual} cycles earlier",
-                              constraint=tab.names[tab.rows + 2], needed=needed, actual=actual, **kw)
+        err = SimulationError(
+            "timing",
+            f"global-buffer burst {x1} written by a WRGB {actual} cycles earlier",
+            constraint=tab.names[tab.rows + 2],
+            needed=needed,
+            actual=actual,
+            **kw,
+        )
         err.violated = (err.constraint,)
         return err
     if code == K.E_BUS:
-        return SimulationError("bus", f"the channel's previous command issued at cycle {x1} (one command per "
-                               "cycle, in stream order)", needed=needed, actual=actual, **kw)
+        return SimulationError(
+            "bus",
+            f"the channel's previous command issued at cycle {x1} (one command per cycle, in stream order)",
+            needed=needed,
+            actual=actual,
+            **kw,
+        )
     if code == K.E_SYNC:
-        return SimulationError("sync", f"a WAIT before it releases at cycle {x1}", needed=needed,
-                               actual=actual, **kw)
+        return SimulationError("sync", f"a WAIT before it releases at cycle {x1}", needed=needed, actual=actual, **kw)
     if code == K.E_CLOSED:
-        return SimulationError("bank_state", f"bank {bank} is precharged (closed); {ins.op} needs an open row",
-                               **kw)
+        return SimulationError("bank_state", f"bank {bank} is precharged (closed); {ins.op} needs an open row", **kw)
     if code == K.E_OPEN:
-        return SimulationError("bank_state", f"bank {bank} is open (row {x1}, activated by instr {x2}); "
-                               "ACT needs it precharged", **kw)
+        return SimulationError(
+            "bank_state", f"bank {bank} is open (row {x1}, activated by instr {x2}); ACT needs it precharged", **kw
+        )
     if code == K.E_REFOPEN:
-        return SimulationError("bank_state", f"REF needs every bank precharged; bank {bank} is open (row "
-                               f"{x1}, activated by instr {x2})", **kw)
+        return SimulationError(
+            "bank_state",
+            f"REF needs every bank precharged; bank {bank} is open (row {x1}, activated by instr {x2})",
+            **kw,
+        )
     if code == K.E_PU:
         return SimulationError("pim_unit", f"mask has two banks of PIM unit {x1} (at most one per unit)", **kw)
     if code == K.E_RANGE:
@@ -84,29 +105,49 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
         elif x1 == K.F_COUNT:
             msg = "count must be >= 1"
         else:
-            has = {K.F_BANK: f"the channel has {x2} banks", K.F_ROW: f"a bank has {x2} rows",
-                   K.F_COL: f"col + count runs past the {x2} columns of a row",
-                   K.F_GB: f"gb + count runs past the {x2} bursts of the global buffer",
-                   K.F_ACC: f"a PIM unit has {x2} accumulators"}[x1]
+            has = {
+                K.F_BANK: f"the channel has {x2} banks",
+                K.F_ROW: f"a bank has {x2} rows",
+                K.F_COL: f"col + count runs past the {x2} columns of a row",
+                K.F_GB: f"gb + count runs past the {x2} bursts of the global buffer",
+                K.F_ACC: f"a PIM unit has {x2} accumulators",
+            }[x1]
             msg = f"{what} out of range: {has}"
         return SimulationError("range", msg, **kw)
     if code == K.E_REFLATE:
-        return SimulationError("refresh", f"refresh #{x1} issued at cycle {x2}: at cycle {cycle} more than "
-                               f"max_postponed_refresh={hw.timing.max_postponed_refresh} refreshes were owed "
-                               f"(one is due every tREFI={hw.timing.p('tREFI')})", **kw)
+        return SimulationError(
+            "refresh",
+            f"refresh #{x1} issued at cycle {x2}: at cycle {cycle} more than "
+            f"max_postponed_refresh={hw.timing.max_postponed_refresh} refreshes were owed "
+            f"(one is due every tREFI={hw.timing.p('tREFI')})",
+            **kw,
+        )
     if code == K.E_REFEARLY:
-        return SimulationError("refresh", f"refresh #{x1} issued at cycle {actual}: more than max_pulled_in_refresh="
-                               f"{hw.timing.max_pulled_in_refresh} pulled in (REF #{x1} earns credit from cycle "
-                               f"{needed}, one due every tREFI={hw.timing.p('tREFI')})", needed=needed, actual=actual, **kw)
+        return SimulationError(
+            "refresh",
+            f"refresh #{x1} issued at cycle {actual}: more than max_pulled_in_refresh="
+            f"{hw.timing.max_pulled_in_refresh} pulled in (REF #{x1} earns credit from cycle "
+            f"{needed}, one due every tREFI={hw.timing.p('tREFI')})",
+            needed=needed,
+            actual=actual,
+            **kw,
+        )
     if code == K.E_REFGAP:
-        return SimulationError("refresh", f"refresh #{x1} issued {actual} cycles after the previous REF (cycle {x2}): "
-                               f"at most max_refresh_interval={hw.timing.max_refresh_interval} x tREFI="
-                               f"{needed} between two REFs", needed=needed, actual=actual, **kw)
+        return SimulationError(
+            "refresh",
+            f"refresh #{x1} issued {actual} cycles after the previous REF (cycle {x2}): "
+            f"at most max_refresh_interval={hw.timing.max_refresh_interval} x tREFI="
+            f"{needed} between two REFs",
+            needed=needed,
+            actual=actual,
+            **kw,
+        )
     if code == K.E_SIGTWICE:
         return SimulationError("signal", f"signal {int(sig_ids[x1])} set twice (first at cycle {x2})", **kw)
     if code == K.E_STREAM:
-        return SimulationError("stream", f"{ins.op} is a host instruction; channel streams run DRAM/PIM "
-                               "commands, SIG and WAIT", **kw)
+        return SimulationError(
+            "stream", f"{ins.op} is a host instruction; channel streams run DRAM/PIM commands, SIG and WAIT", **kw
+        )
     raise AssertionError(f"unknown kernel error code {code}")
 
 
@@ -119,13 +160,23 @@ PROGRESS_EVERY = 0.5  # seconds between progress reports of a streamed run
 class _Feed:
     """One channel stream as the kernel reads it: whole, or a slice at a time (`slice_len`)."""
 
-    def __init__(self, hw: Hardware, stream: list[Instruction], signals: SignalMap, slice_len: int,
-                 n_symbols: int | None, ch: int):
+    def __init__(
+        self,
+        hw: Hardware,
+        stream: list[Instruction],
+        signals: SignalMap,
+        slice_len: int,
+        n_symbols: int | None,
+        ch: int,
+    ):
         self.hw, self.stream, self.signals, self.n_symbols, self.ch = hw, stream, signals, n_symbols, ch
         self.slice_len = max(1, slice_len)
         # a stream whose parts come encoded is read into one buffer, slice after slice
-        self._buf = np.empty((min(self.slice_len, len(stream)), K.WIDTH), dtype=np.int64) \
-            if getattr(stream, "has_rows", False) and len(stream) else None
+        self._buf = (
+            np.empty((min(self.slice_len, len(stream)), K.WIDTH), dtype=np.int64)
+            if getattr(stream, "has_rows", False) and len(stream)
+            else None
+        )
         self._load(0)
 
     def _load(self, start: int) -> None:
@@ -139,7 +190,9 @@ class _Feed:
             t = self.stream.rows(start, start + self.slice_len, self._buf)
         else:
             whole = self.slice_len >= len(self.stream) and isinstance(self.stream, list)
-            part = self.stream if whole else self.stream[start:start + self.slice_len]  # (a LazyStream slice: built now)
+            part = (
+                self.stream if whole else self.stream[start : start + self.slice_len]
+            )  # (a LazyStream slice: built now)
             t = encode_stream(self.hw, part)
         t = self.signals.densify(t)
         refuse_sync_stamps(t, self.stream, self.ch, start)
@@ -148,9 +201,13 @@ class _Feed:
             bad = np.flatnonzero(t[:, C_SYM] >= self.n_symbols)
             if len(bad):
                 i = int(bad[0])
-                raise SimulationError("symbol", f"symbol index {int(t[i, C_SYM])} out of range "
-                                      f"({self.n_symbols} symbols)", stream=self.ch, instr=start + i,
-                                      instruction=self.stream[start + i])
+                raise SimulationError(
+                    "symbol",
+                    f"symbol index {int(t[i, C_SYM])} out of range ({self.n_symbols} symbols)",
+                    stream=self.ch,
+                    instr=start + i,
+                    instruction=self.stream[start + i],
+                )
         return t
 
     def commands(self) -> int:
@@ -175,9 +232,14 @@ def refuse_sync_stamps(table: np.ndarray, stream, ch, start: int) -> None:
     if len(bad):
         i = int(bad[0])
         ins = stream[start + i]
-        raise SimulationError("stream", f"{ins.op} carries an issue stamp @{int(table[i, C_STAMP])}; SIG and WAIT "
-                              "take effect when the stream reaches them and take no stamp", stream=ch,
-                              instr=start + i, instruction=ins)
+        raise SimulationError(
+            "stream",
+            f"{ins.op} carries an issue stamp @{int(table[i, C_STAMP])}; SIG and WAIT "
+            "take effect when the stream reaches them and take no stamp",
+            stream=ch,
+            instr=start + i,
+            instruction=ins,
+        )
 
 
 def refuse_unit_alias(hw: Hardware, table: np.ndarray, stream, ch, start: int) -> None:
@@ -190,21 +252,35 @@ def refuse_unit_alias(hw: Hardware, table: np.ndarray, stream, ch, start: int) -
     if len(bad):
         i = int(bad[0])
         b = int(table[i, C_BANK])
-        raise SimulationError("range", f"RDACC bank={b}: a PIM unit is named by its first bank "
-                              f"({b - b % bpp}, unit {b // bpp} of {bpp} banks)", stream=ch, instr=start + i,
-                              instruction=stream[start + i], bank=b)
+        raise SimulationError(
+            "range",
+            f"RDACC bank={b}: a PIM unit is named by its first bank ({b - b % bpp}, unit {b // bpp} of {bpp} banks)",
+            stream=ch,
+            instr=start + i,
+            instruction=stream[start + i],
+            bank=b,
+        )
 
 
-def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instruction], program,
-               record: bool, n_symbols: int | None = None, streamed: bool = False, progress=None) -> Timed:
+def run_timing(
+    hw: Hardware,
+    channels: list[list[Instruction]],
+    host: list[Instruction],
+    program,
+    record: bool,
+    n_symbols: int | None = None,
+    streamed: bool = False,
+    progress=None,
+) -> Timed:
     """n_symbols: check src/dst symbol indices against it (None: not checked). streamed: feed the
     channel streams to the kernel a SLICE at a time (no command log, and the per-instruction
     times of `Timed.channels` hold only the last slice's). progress (streamed runs): called as
     progress(channel instructions read, channel instructions) as slices are read, at most every
     PROGRESS_EVERY seconds."""
     if len(channels) > hw.organization.channels:
-        raise SimulationError("range", f"{len(channels)} channel streams, but {hw.name} has "
-                              f"{hw.organization.channels} channels")
+        raise SimulationError(
+            "range", f"{len(channels)} channel streams, but {hw.name} has {hw.organization.channels} channels"
+        )
     if hw.organization.banks_per_channel > 62:
         raise SimulationError("range", "the simulator supports at most 62 banks per channel")
     if streamed and record:
@@ -220,8 +296,10 @@ def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instr
     ends = np.cumsum([0] + [f.commands() for f in feeds]) if record else None
     log = np.empty(int(ends[-1]), dtype=LOG_DTYPE) if record else None
     idle = K.new_state(tab, 0, None)  # shared, read-only: channels without instructions never run
-    states = [K.new_state(tab, len(f.table), None if log is None else log[ends[c]:ends[c + 1]]) if len(f.table)
-              else idle for c, f in enumerate(feeds)]
+    states = [
+        K.new_state(tab, len(f.table), None if log is None else log[ends[c] : ends[c + 1]]) if len(f.table) else idle
+        for c, f in enumerate(feeds)
+    ]
     hr = HostRunner(hw, program, host, host_table)
     # streams 0..C-1 channels, C host
     C = len(channels)
@@ -256,8 +334,7 @@ def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instr
     if blocked:
         raise _deadlock(channels, host, states, hr, blocked, signals.ids)
     sig = signals.time
-    makespan = max([int(s["st"][K.ST_MAXDONE]) for s in states] + [hr.max_end]
-                   + [int(sig.max()) if len(sig) else 0])
+    makespan = max([int(s["st"][K.ST_MAXDONE]) for s in states] + [hr.max_end] + [int(sig.max()) if len(sig) else 0])
     for ch, s in enumerate(states):
         _check_end(hw, ch, channels[ch], s, makespan)
     stalls: dict[str, int] = {}
@@ -271,8 +348,8 @@ def run_timing(hw: Hardware, channels: list[list[Instruction]], host: list[Instr
         for c, s in enumerate(states):
             m = int(s["st"][K.ST_LOG])
             if m < 2:
-                log[ends[c]:ends[c] + m] = s["log"][:m]
-            log["channel"][ends[c]:ends[c] + m] = c
+                log[ends[c] : ends[c] + m] = s["log"][:m]
+            log["channel"][ends[c] : ends[c] + m] = c
     # issue: the run over all streams, of which kernel: the channel kernel alone (the rest of a
     # streamed run is reading the next slices, and the host)
     phases = {"encode": t1 - t0, "allocate": t2 - t1, "issue": time.perf_counter() - t2, "kernel": in_kernel}
@@ -293,8 +370,13 @@ def _deadlock(channels, host, states, hr, blocked, signal_ids) -> SimulationErro
         parts.append(f"{name} instr {pos} WAIT id={sig_id} ({why})")
         if first is None:
             first = (s if s < C else "host", pos, ins)
-    err = SimulationError("deadlock", "every unfinished stream waits: " + "; ".join(parts),
-                          stream=first[0], instr=first[1], instruction=first[2])
+    err = SimulationError(
+        "deadlock",
+        "every unfinished stream waits: " + "; ".join(parts),
+        stream=first[0],
+        instr=first[1],
+        instruction=first[2],
+    )
     err.blocked = parts
     return err
 
@@ -304,24 +386,48 @@ def _check_end(hw: Hardware, ch: int, stream, s, T: int) -> None:
     n = int(s["st"][K.ST_REFS])
     if (n + 1 + maxp) * trefi <= T:
         cyc = (n + 1 + maxp) * trefi
-        raise SimulationError("refresh", f"{n} REFs issued before cycle {cyc}: {maxp + 1} owed, more than "
-                              f"max_postponed_refresh={maxp} (one due every tREFI={trefi})", cycle=cyc, stream=ch)
+        raise SimulationError(
+            "refresh",
+            f"{n} REFs issued before cycle {cyc}: {maxp + 1} owed, more than "
+            f"max_postponed_refresh={maxp} (one due every tREFI={trefi})",
+            cycle=cyc,
+            stream=ch,
+        )
     if n < T // trefi:
-        raise SimulationError("refresh", f"program ends at cycle {T} owing {T // trefi - n} refresh(es): "
-                              f"{n} REFs issued, {T // trefi} due (one every tREFI={trefi})", cycle=T, stream=ch)
+        raise SimulationError(
+            "refresh",
+            f"program ends at cycle {T} owing {T // trefi - n} refresh(es): "
+            f"{n} REFs issued, {T // trefi} due (one every tREFI={trefi})",
+            cycle=T,
+            stream=ch,
+        )
     gap = hw.timing.max_refresh_interval * trefi
     last = int(s["st"][K.ST_LASTREF])
     if T - last > gap:
-        raise SimulationError("refresh", f"program ends at cycle {T}, {T - last} cycles after its last REF (cycle "
-                              f"{last}): at most max_refresh_interval={hw.timing.max_refresh_interval} x tREFI={gap} "
-                              "between two REFs", cycle=last + gap, stream=ch, needed=gap, actual=T - last)
+        raise SimulationError(
+            "refresh",
+            f"program ends at cycle {T}, {T - last} cycles after its last REF (cycle "
+            f"{last}): at most max_refresh_interval={hw.timing.max_refresh_interval} x tREFI={gap} "
+            "between two REFs",
+            cycle=last + gap,
+            stream=ch,
+            needed=gap,
+            actual=T - last,
+        )
     open_banks = np.flatnonzero(s["openrow"] >= 0)
     if len(open_banks):
         b = int(open_banks[0])
         i = int(s["openinstr"][b])
-        raise SimulationError("bank_state", f"bank {b} is still open (row {int(s['openrow'][b])}) at the end of "
-                              "the program; every bank must be precharged at the end", cycle=T, stream=ch,
-                              bank=b, instr=i, instruction=stream[i])
+        raise SimulationError(
+            "bank_state",
+            f"bank {b} is still open (row {int(s['openrow'][b])}) at the end of "
+            "the program; every bank must be precharged at the end",
+            cycle=T,
+            stream=ch,
+            bank=b,
+            instr=i,
+            instruction=stream[i],
+        )
 
 
 def command_names() -> tuple[str, ...]:

@@ -7,25 +7,26 @@ synchronisation, host data) raises :class:`SimulationError`. Its attributes say 
     timing: cycle 27, channel 0, bank 3, instr 1 `MAC mask=0x8 col=0 count=4 gb=0 acc=0`:
     ACT->MAC bank tRCDRD needs a gap of 14 cycles, got 13
 """
+
 from __future__ import annotations
 
 from hwmodel.isa import Instruction
 
 #: The kinds of violation (attribute ``kind``).
 KINDS = (
-    "timing",          # a timing-table row (constraint names it)
-    "bus",             # two commands on one channel bus in one cycle / out of stream order
-    "sync",            # a stamped instruction issued before a WAIT released it
-    "bank_state",      # ACT on an open bank, column command or PRE on a closed bank, REF with open banks
-    "pim_unit",        # MAC mask with two banks of one PIM unit
-    "range",           # bank, row, column, global-buffer, accumulator or element index out of range
-    "refresh",         # too many refreshes owed
-    "symbol",          # unknown host symbol, op or tensor
-    "signal",          # a signal set twice
-    "deadlock",        # a WAIT whose signal is never set
-    "uninitialised",   # read of data never written (host tensor, bank burst, global buffer)
-    "race",            # a cross-stream data dependency not ordered by SIG/WAIT
-    "stream",          # an instruction in the wrong kind of stream, or missing program
+    "timing",  # a timing-table row (constraint names it)
+    "bus",  # two commands on one channel bus in one cycle / out of stream order
+    "sync",  # a stamped instruction issued before a WAIT released it
+    "bank_state",  # ACT on an open bank, column command or PRE on a closed bank, REF with open banks
+    "pim_unit",  # MAC mask with two banks of one PIM unit
+    "range",  # bank, row, column, global-buffer, accumulator or element index out of range
+    "refresh",  # too many refreshes owed
+    "symbol",  # unknown host symbol, op or tensor
+    "signal",  # a signal set twice
+    "deadlock",  # a WAIT whose signal is never set
+    "uninitialised",  # read of data never written (host tensor, bank burst, global buffer)
+    "race",  # a cross-stream data dependency not ordered by SIG/WAIT
+    "stream",  # an instruction in the wrong kind of stream, or missing program
 )
 
 
@@ -60,10 +61,20 @@ class SimulationError(Exception):
     detail      the rest of the explanation
     """
 
-    def __init__(self, kind: str, detail: str, *, cycle: int | None = None,
-                 stream: int | str | None = None, bank: int | None = None, instr: int | None = None,
-                 instruction: Instruction | None = None, constraint: str | None = None,
-                 needed: int | None = None, actual: int | None = None):
+    def __init__(
+        self,
+        kind: str,
+        detail: str,
+        *,
+        cycle: int | None = None,
+        stream: int | str | None = None,
+        bank: int | None = None,
+        instr: int | None = None,
+        instruction: Instruction | None = None,
+        constraint: str | None = None,
+        needed: int | None = None,
+        actual: int | None = None,
+    ):
         assert kind in KINDS, kind
         self.kind = kind
         self.detail = detail
@@ -90,7 +101,8 @@ class SimulationError(Exception):
         what = self.detail
         if self.constraint is not None:
             what = f"{self.constraint} needs a gap of {self.needed} cycles, got {self.actual}" + (
-                f" ({self.detail})" if self.detail else "")
+                f" ({self.detail})" if self.detail else ""
+            )
         return f"{self.kind}: {', '.join(where)}: {what}" if where else f"{self.kind}: {what}"
 
     @property

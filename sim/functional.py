@@ -23,16 +23,17 @@ gemv or attention (the host matrix unit), whose dot products follow hwmodel.nume
 HMV: the rows' dot products by hwmodel.numerics (x and W as stored on the host), added to the
 staging tensor.
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from hwmodel.model import Hardware
-from hwmodel.streams import StreamSet
 from hwmodel import numerics
+from hwmodel.model import Hardware
 from hwmodel.numerics import accumulate, burst_sums
+from hwmodel.streams import StreamSet
 from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND, resolved_attrs
 from ir.reference import execute
 from ir.types import round_to
@@ -54,7 +55,7 @@ class Machine:
         self.banks = BankMemory(hw)
         nb = hw.organization.banks_per_channel
         self.openrow = np.full((self.C, nb), -1, dtype=np.int64)
-        self.gb = np.zeros((self.C, hw.gb_bursts, self.E), dtype=F32)     # PIM-dtype values, held in fp32
+        self.gb = np.zeros((self.C, hw.gb_bursts, self.E), dtype=F32)  # PIM-dtype values, held in fp32
         self.gb_written = np.zeros((self.C, hw.gb_bursts), dtype=bool)
         self.acc = np.zeros((self.C, hw.pus_per_channel, hw.pim.acc_registers), dtype=F32)
         S = self.C + 1
@@ -76,11 +77,14 @@ class Machine:
         for p in self.ss.placements:
             if p.tensor not in pim_flat:
                 if p.tensor not in state:
-                    raise SimulationError("symbol", f"placement names tensor '{p.tensor}', which is not a weight "
-                                          "or kv cache of the program (not in state)")
+                    raise SimulationError(
+                        "symbol",
+                        f"placement names tensor '{p.tensor}', which is not a weight "
+                        "or kv cache of the program (not in state)",
+                    )
                 image = np.array(state[p.tensor], copy=True)
                 if p.tensor in appended:
-                    image[:, :, appended[p.tensor]:, :] = 0
+                    image[:, :, appended[p.tensor] :, :] = 0
                 pim_flat[p.tensor] = pim_round(self.hw, image.reshape(-1))
             self.banks.load(p, pim_flat[p.tensor])
         for name in prog.inputs:
@@ -97,13 +101,16 @@ class Machine:
                 self.host[name] = HostTensor(name, t.shape, t.dtype.value)
             elif name in prog.tensors:
                 t = prog.tensors[name]
-                if t.resident and name in state:    # host memory's own copy (e.g. a tied embedding table)
+                if t.resident and name in state:  # host memory's own copy (e.g. a tied embedding table)
                     self.host[name] = HostTensor(name, t.shape, t.dtype.value, state[name], frozen=True)
                 else:
                     self.host[name] = HostTensor(name, t.shape, t.dtype.value)
             else:
-                raise SimulationError("symbol", f"symbols[{i}] = '{name}' is neither a tensor of program "
-                                      f"'{prog.name}' nor '<tensor>#acc' / '<tensor>#host'")
+                raise SimulationError(
+                    "symbol",
+                    f"symbols[{i}] = '{name}' is neither a tensor of program "
+                    f"'{prog.name}' nor '<tensor>#acc' / '<tensor>#host'",
+                )
 
     # ---- host memory access ----------------------------------------------------------------
     def _ctx(self, s: int, i: int) -> dict:
@@ -113,15 +120,20 @@ class Machine:
 
     def _tensor(self, sym: int, s: int, i: int, cycle: int) -> HostTensor:
         if not 0 <= sym < len(self.ss.symbols):
-            raise SimulationError("symbol", f"symbol index {sym} out of range ({len(self.ss.symbols)} symbols)",
-                                  cycle=cycle, **self._ctx(s, i))
+            raise SimulationError(
+                "symbol",
+                f"symbol index {sym} out of range ({len(self.ss.symbols)} symbols)",
+                cycle=cycle,
+                **self._ctx(s, i),
+            )
         return self._named(self.ss.symbols[sym], s, i, cycle)
 
     def _named(self, name: str, s: int, i: int, cycle: int) -> HostTensor:
         t = self.host.get(name)
         if t is None:
-            raise SimulationError("uninitialised", f"host tensor '{name}' was never written", cycle=cycle,
-                                  **self._ctx(s, i))
+            raise SimulationError(
+                "uninitialised", f"host tensor '{name}' was never written", cycle=cycle, **self._ctx(s, i)
+            )
         return t
 
     def _operand(self, op, k: int, s: int, i: int, cycle: int) -> HostTensor:
@@ -137,23 +149,36 @@ class Machine:
                 for cand in (name + "#host", root + "#host"):
                     if cand in self.host:
                         return self.host[cand]
-                raise SimulationError("uninitialised", f"host op '{op.name}' reads '{name}', which lives in the "
-                                      f"banks, but the program declares no host copy '{root}#host' for RD commands "
-                                      "to fill", cycle=cycle, **self._ctx(s, i))
+                raise SimulationError(
+                    "uninitialised",
+                    f"host op '{op.name}' reads '{name}', which lives in the "
+                    f"banks, but the program declares no host copy '{root}#host' for RD commands "
+                    "to fill",
+                    cycle=cycle,
+                    **self._ctx(s, i),
+                )
         return self._named(name, s, i, cycle)
 
     def _span(self, t: HostTensor, idx, s, i, cycle):
         lo, hi = (idx.start, idx.stop - 1) if isinstance(idx, slice) else (int(idx.min()), int(idx.max()))
         if lo < 0 or hi >= t.size:
-            raise SimulationError("range", f"elements {lo}..{hi} outside host tensor '{t.name}' ({t.size} "
-                                  "elements)", cycle=cycle, **self._ctx(s, i))
+            raise SimulationError(
+                "range",
+                f"elements {lo}..{hi} outside host tensor '{t.name}' ({t.size} elements)",
+                cycle=cycle,
+                **self._ctx(s, i),
+            )
 
     def _clip(self, t: HostTensor, off: int, n: int, s, i, cycle) -> slice:
         """Elements off..off+n-1 of a burst-granular transfer, cut at the tensor's end (the host pads
         the last burst with zeros / drops its padding); starting past the end is an error."""
         if off >= t.size:
-            raise SimulationError("range", f"element offset {off} is past the end of host tensor '{t.name}' "
-                                  f"({t.size} elements)", cycle=cycle, **self._ctx(s, i))
+            raise SimulationError(
+                "range",
+                f"element offset {off} is past the end of host tensor '{t.name}' ({t.size} elements)",
+                cycle=cycle,
+                **self._ctx(s, i),
+            )
         return slice(off, min(off + n, t.size))
 
     def read_padded(self, t: HostTensor, off: int, n: int, s: int, i: int, cycle: int) -> np.ndarray:
@@ -169,15 +194,24 @@ class Machine:
             bad = np.flatnonzero(~t.init[idx])[0] + (idx.start if isinstance(idx, slice) else 0)
             if not isinstance(idx, slice):
                 bad = int(idx[np.flatnonzero(~t.init[idx])[0]])
-            raise SimulationError("uninitialised", f"reads element {bad} of host tensor '{t.name}', not written "
-                                  f"by cycle {cycle}{self._later_hint(t.name)}", cycle=cycle, **self._ctx(s, i))
+            raise SimulationError(
+                "uninitialised",
+                f"reads element {bad} of host tensor '{t.name}', not written "
+                f"by cycle {cycle}{self._later_hint(t.name)}",
+                cycle=cycle,
+                **self._ctx(s, i),
+            )
         for b, arr in t.contrib.items():
             if b != s:
                 m = int(arr[idx].max())
                 if m >= 0 and self.vc[s, b] < m:
-                    raise SimulationError("race", f"reads host tensor '{t.name}' written by {stream_name(self._sn(b))}"
-                                          f" instr {m}, with no SIG/WAIT ordering that write before this read",
-                                          cycle=cycle, **self._ctx(s, i))
+                    raise SimulationError(
+                        "race",
+                        f"reads host tensor '{t.name}' written by {stream_name(self._sn(b))}"
+                        f" instr {m}, with no SIG/WAIT ordering that write before this read",
+                        cycle=cycle,
+                        **self._ctx(s, i),
+                    )
         if not t.frozen:
             r = t.readers.get(s)
             if r is None:
@@ -188,22 +222,34 @@ class Machine:
     def write(self, t: HostTensor, idx, values, s: int, i: int, cycle: int, accumulate: bool) -> None:
         self._span(t, idx, s, i, cycle)
         if t.frozen:
-            raise SimulationError("symbol", f"writes host tensor '{t.name}', a program input / host copy of state "
-                                  "(read-only)",
-                                  cycle=cycle, **self._ctx(s, i))
+            raise SimulationError(
+                "symbol",
+                f"writes host tensor '{t.name}', a program input / host copy of state (read-only)",
+                cycle=cycle,
+                **self._ctx(s, i),
+            )
         for a, arr in t.readers.items():
             if a != s:
                 m = int(arr[idx].max())
                 if m >= 0 and self.vc[s, a] < m:
-                    raise SimulationError("race", f"writes host tensor '{t.name}' that {stream_name(self._sn(a))} "
-                                          f"instr {m} read earlier, with no SIG/WAIT ordering that read before "
-                                          "this write", cycle=cycle, **self._ctx(s, i))
+                    raise SimulationError(
+                        "race",
+                        f"writes host tensor '{t.name}' that {stream_name(self._sn(a))} "
+                        f"instr {m} read earlier, with no SIG/WAIT ordering that read before "
+                        "this write",
+                        cycle=cycle,
+                        **self._ctx(s, i),
+                    )
         if accumulate:
-            if t.staging:                   # starts at 0; read only where some RDACC / HMV added into it
+            if t.staging:  # starts at 0; read only where some RDACC / HMV added into it
                 t.init[idx] = True
             elif t.init is not None and not t.init[idx].all():
-                raise SimulationError("uninitialised", f"accumulates into uninitialised elements of host tensor "
-                                      f"'{t.name}'", cycle=cycle, **self._ctx(s, i))
+                raise SimulationError(
+                    "uninitialised",
+                    f"accumulates into uninitialised elements of host tensor '{t.name}'",
+                    cycle=cycle,
+                    **self._ctx(s, i),
+                )
             t.value[idx] = round_to(t.dtype, t.value[idx].astype(F32) + np.asarray(values, dtype=F32))
         else:
             t.value[idx] = round_to(t.dtype, values)
@@ -262,8 +308,12 @@ class Machine:
             idx = np.arange(n)
             prio = np.where(ops == OP_SIG, _SIGNAL, _ISSUE)
             parts.append(np.stack([issue, prio, np.full(n, s), idx], axis=1))
-            parts.append(np.stack([done[deliv], np.full(deliv.sum(), _DELIVER), np.full(deliv.sum(), s),
-                                   idx[deliv] + (1 << 40)], axis=1))
+            parts.append(
+                np.stack(
+                    [done[deliv], np.full(deliv.sum(), _DELIVER), np.full(deliv.sum(), s), idx[deliv] + (1 << 40)],
+                    axis=1,
+                )
+            )
         ev = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
         order = np.lexsort((ev[:, 3], ev[:, 2], ev[:, 1], ev[:, 0]))
         return ev[order]
@@ -296,9 +346,13 @@ class Machine:
             for k, n in enumerate(op.inputs):
                 t = self._operand(op, k, s, i, time)
                 vals[n] = self.read(t, slice(0, t.size), s, i, time).reshape(self.program.tensors[n].shape)
-            if op.kind in PIM_CAPABLE:   # the host matrix unit: the hardware's dot product (hwmodel.numerics)
-                out = round_to(self.program.tensors[op.outputs[0]].dtype, numerics.pim_op(
-                    op.kind.value, resolved_attrs(op.name, op.kind, op.attrs), [vals[n] for n in op.inputs], self.E))
+            if op.kind in PIM_CAPABLE:  # the host matrix unit: the hardware's dot product (hwmodel.numerics)
+                out = round_to(
+                    self.program.tensors[op.outputs[0]].dtype,
+                    numerics.pim_op(
+                        op.kind.value, resolved_attrs(op.name, op.kind, op.attrs), [vals[n] for n in op.inputs], self.E
+                    ),
+                )
             else:
                 out = execute(op, self.program, vals)
         else:
@@ -355,8 +409,8 @@ class Machine:
             t = self._tensor(ins.get("src"), s, i, time)
             off = ins.get("offset")
             v = self.read_padded(t, off, n * E, s, i, time)
-            self.gb[s, g:g + n] = pim_round(self.hw, v).reshape(n, E)
-            self.gb_written[s, g:g + n] = True
+            self.gb[s, g : g + n] = pim_round(self.hw, v).reshape(n, E)
+            self.gb_written[s, g : g + n] = True
         elif op == "RD":
             b, col, n = ins.get("bank"), ins.get("col"), ins.get("count")
             data = self._bank_read(s, i, b, col, n, time)
@@ -369,10 +423,10 @@ class Machine:
         elif op == "RDACC":
             pu = self.hw.pu_of(ins.get("bank"))
             a, n, stride, off = ins.get("acc"), ins.get("count"), ins.get("stride"), ins.get("offset")
-            vals = self.acc[s, pu, a:a + n].copy()
-            self.acc[s, pu, a:a + n] = 0
+            vals = self.acc[s, pu, a : a + n].copy()
+            self.acc[s, pu, a : a + n] = 0
             t = self._tensor(ins.get("dst"), s, i, time)
-            if stride == 0 and n > 1:          # every accumulator into one element: add their sum
+            if stride == 0 and n > 1:  # every accumulator into one element: add their sum
                 vals, n = np.cumsum(vals, dtype=F32)[-1:], 1
             idx = off + stride * np.arange(n) if n > 1 else slice(off, off + 1)
             self._span(t, idx, s, i, time)
@@ -380,17 +434,21 @@ class Machine:
 
     def _bank_read(self, s, i, b, col, n, time) -> np.ndarray:
         data, _ = self.banks.row(s, b, int(self.openrow[s, b]))
-        return data[col:col + n]
+        return data[col : col + n]
 
     def _mac(self, s, i, ins, time) -> None:
         col, n, g, a = ins.get("col"), ins.get("count"), ins.get("gb"), ins.get("acc")
-        if not self.gb_written[s, g:g + n].all():
-            x = g + int(np.flatnonzero(~self.gb_written[s, g:g + n])[0])
-            raise SimulationError("uninitialised", f"MAC reads global-buffer burst {x}, which no WRGB wrote",
-                                  cycle=time, **self._ctx(s, i))
+        if not self.gb_written[s, g : g + n].all():
+            x = g + int(np.flatnonzero(~self.gb_written[s, g : g + n])[0])
+            raise SimulationError(
+                "uninitialised",
+                f"MAC reads global-buffer burst {x}, which no WRGB wrote",
+                cycle=time,
+                **self._ctx(s, i),
+            )
         banks, pus = self._mask(ins.get("mask"))
-        d = self.banks.gather(s, banks, self.openrow[s, banks], col, n)                    # [nb, n, E]
-        sums = burst_sums(d.astype(F32) * self.gb[s, g:g + n][None])                       # exact fp32 products
+        d = self.banks.gather(s, banks, self.openrow[s, banks], col, n)  # [nb, n, E]
+        sums = burst_sums(d.astype(F32) * self.gb[s, g : g + n][None])  # exact fp32 products
         self.acc[s, pus, a] = accumulate(self.acc[s, pus, a], sums)
 
     def _mask(self, mask: int) -> tuple[np.ndarray, np.ndarray]:
@@ -405,15 +463,20 @@ class Machine:
         b, col, n, em, off = ins.get("bank"), ins.get("col"), ins.get("count"), ins.get("emask"), ins.get("offset")
         lanes = np.arange(E) if em == 0xFFFF else np.array([j for j in range(16) if (em >> j) & 1])
         if len(lanes) == 0 or lanes.max() >= E:
-            raise SimulationError("range", f"emask 0x{em:X} selects no lane or lanes beyond the {E} of a burst",
-                                  cycle=time, bank=b, **self._ctx(s, i))
+            raise SimulationError(
+                "range",
+                f"emask 0x{em:X} selects no lane or lanes beyond the {E} of a burst",
+                cycle=time,
+                bank=b,
+                **self._ctx(s, i),
+            )
         t = self._tensor(ins.get("src"), s, i, time)
         v = pim_round(self.hw, self.read_padded(t, off, n * len(lanes), s, i, time)).reshape(n, len(lanes))
         row = int(self.openrow[s, b])
         data, written = self.banks.row(s, b, row)
         self.banks.stored.add((s, row))
-        data[col:col + n][:, lanes] = v
-        written[col:col + n] = True
+        data[col : col + n][:, lanes] = v
+        written[col : col + n] = True
 
 
 def _bits(mask: int) -> list[int]:

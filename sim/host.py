@@ -5,13 +5,20 @@ max(end of the previous HOP/EPI/HMV, release of every WAIT before it); a stamped
 at its stamp, which must be >= that. end = start + duration. A SIG is set at the largest end of
 the host instructions before it. WAIT id releases at signal time + ``sync_cycles``.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from hwmodel.host_costs import (  # noqa: F401  (re-exported: the simulator's API)
-    MATRIX_KINDS, chain_cycles, epilogue_chain_cycles, epilogue_cycles, host_mv_cycles, host_op_cycles,
-    mv_chain_cycles)
+    MATRIX_KINDS,
+    chain_cycles,
+    epilogue_chain_cycles,
+    epilogue_cycles,
+    host_mv_cycles,
+    host_op_cycles,
+    mv_chain_cycles,
+)
 from hwmodel.model import Hardware
 
 from .encode import C_OP, C_ROW, C_STAMP, OP_EPI, OP_HMV, OP_HOP, OP_SIG, OP_WAIT
@@ -30,7 +37,7 @@ class HostRunner:
         self.lastc = np.full(n, -1, dtype=np.int64)
         self.done = np.full(n, -1, dtype=np.int64)
         self.pos = 0
-        self.free = 0          # end of the previous HOP/EPI
+        self.free = 0  # end of the previous HOP/EPI
         self.max_end = 0
         self.wait = 0
         self.block = -1
@@ -45,18 +52,34 @@ class HostRunner:
         if key not in self._cost:
             ins = self.stream[i]
             if self.program is None:
-                raise SimulationError("stream", "HOP/EPI needs the program (simulate(..., program=...))",
-                                      stream="host", instr=i, instruction=ins)
+                raise SimulationError(
+                    "stream",
+                    "HOP/EPI needs the program (simulate(..., program=...))",
+                    stream="host",
+                    instr=i,
+                    instruction=ins,
+                )
             if op_index >= len(self.program.ops):
-                raise SimulationError("symbol", f"op {op_index} does not exist (program has "
-                                      f"{len(self.program.ops)} ops)", stream="host", instr=i, instruction=ins)
+                raise SimulationError(
+                    "symbol",
+                    f"op {op_index} does not exist (program has {len(self.program.ops)} ops)",
+                    stream="host",
+                    instr=i,
+                    instruction=ins,
+                )
             if kind == OP_HMV:
                 self._cost[key] = self._hmv_cycles(op_index, i) - (self.hw.host.dispatch_cycles if chained else 0)
                 return self._cost[key]
             if kind == OP_EPI and self.program.ops[op_index].kind.value not in MATRIX_KINDS:
-                raise SimulationError("symbol", f"EPI of op {op_index} '{self.program.ops[op_index].name}' "
-                                      f"({self.program.ops[op_index].kind.value}): only gemv/attn_score/"
-                                      "attn_context run in memory", stream="host", instr=i, instruction=ins)
+                raise SimulationError(
+                    "symbol",
+                    f"EPI of op {op_index} '{self.program.ops[op_index].name}' "
+                    f"({self.program.ops[op_index].kind.value}): only gemv/attn_score/"
+                    "attn_context run in memory",
+                    stream="host",
+                    instr=i,
+                    instruction=ins,
+                )
             fn = host_op_cycles if kind == OP_HOP else epilogue_cycles
             # a HOP (EPI) chained to the one before it is part of the same kernel launch
             self._cost[key] = fn(self.hw, self.program, op_index) - (self.hw.host.dispatch_cycles if chained else 0)
@@ -65,13 +88,23 @@ class HostRunner:
     def _hmv_cycles(self, op_index: int, i: int) -> int:
         ins, op = self.stream[i], self.program.ops[op_index]
         if op.kind.value != "gemv":
-            raise SimulationError("symbol", f"HMV of op {op_index} '{op.name}' ({op.kind.value}): only a gemv has "
-                                  "rows to split", stream="host", instr=i, instruction=ins)
+            raise SimulationError(
+                "symbol",
+                f"HMV of op {op_index} '{op.name}' ({op.kind.value}): only a gemv has rows to split",
+                stream="host",
+                instr=i,
+                instruction=ins,
+            )
         n = self.program.tensors[op.inputs[1]].shape[0]
         row0, rows = ins.get("row0"), ins.get("rows")
         if rows < 1 or row0 + rows > n:
-            raise SimulationError("symbol", f"HMV rows {row0}..{row0 + rows - 1} of op '{op.name}' outside its "
-                                  f"{n} rows", stream="host", instr=i, instruction=ins)
+            raise SimulationError(
+                "symbol",
+                f"HMV rows {row0}..{row0 + rows - 1} of op '{op.name}' outside its {n} rows",
+                stream="host",
+                instr=i,
+                instruction=ins,
+            )
         return host_mv_cycles(self.hw, self.program, op_index, rows)
 
     def _chained_to(self, i: int) -> str | None:
@@ -90,9 +123,14 @@ class HostRunner:
             op, arg, stamp = int(t[i, C_OP]), int(t[i, C_ROW]), int(t[i, C_STAMP])
             if op == OP_SIG:
                 if sig[arg] >= 0:
-                    raise SimulationError("signal", f"signal {self.stream[i].get('id')} set twice (first at "
-                                          f"cycle {int(sig[arg])})", cycle=self.max_end, stream="host",
-                                          instr=i, instruction=self.stream[i])
+                    raise SimulationError(
+                        "signal",
+                        f"signal {self.stream[i].get('id')} set twice (first at cycle {int(sig[arg])})",
+                        cycle=self.max_end,
+                        stream="host",
+                        instr=i,
+                        instruction=self.stream[i],
+                    )
                 sig[arg] = self.max_end
                 self.issue[i] = self.lastc[i] = self.done[i] = self.max_end
             elif op == OP_WAIT:
@@ -105,20 +143,39 @@ class HostRunner:
             elif op in (OP_HOP, OP_EPI, OP_HMV):
                 name = self.stream[i].op
                 if self.stream[i].get("chain") == 1 and self._chained_to(i) != name:
-                    raise SimulationError("stream", f"{name} chain=1 must follow a {name} (it continues that kernel "
-                                          "launch; only SIG/WAIT may come between)", stream="host", instr=i,
-                                          instruction=self.stream[i])
+                    raise SimulationError(
+                        "stream",
+                        f"{name} chain=1 must follow a {name} (it continues that kernel "
+                        "launch; only SIG/WAIT may come between)",
+                        stream="host",
+                        instr=i,
+                        instruction=self.stream[i],
+                    )
                 dur = self._duration(op, arg, i)
                 earliest = max(self.free, self.wait)
                 if stamp >= 0:
                     if stamp < self.free:
-                        raise SimulationError("bus", f"host unit busy until cycle {self.free}", cycle=stamp,
-                                              stream="host", instr=i, instruction=self.stream[i],
-                                              needed=self.free, actual=stamp)
+                        raise SimulationError(
+                            "bus",
+                            f"host unit busy until cycle {self.free}",
+                            cycle=stamp,
+                            stream="host",
+                            instr=i,
+                            instruction=self.stream[i],
+                            needed=self.free,
+                            actual=stamp,
+                        )
                     if stamp < self.wait:
-                        raise SimulationError("sync", f"a WAIT before it releases at cycle {self.wait}",
-                                              cycle=stamp, stream="host", instr=i, instruction=self.stream[i],
-                                              needed=sync, actual=stamp - (self.wait - sync))
+                        raise SimulationError(
+                            "sync",
+                            f"a WAIT before it releases at cycle {self.wait}",
+                            cycle=stamp,
+                            stream="host",
+                            instr=i,
+                            instruction=self.stream[i],
+                            needed=sync,
+                            actual=stamp - (self.wait - sync),
+                        )
                     self.stall["stamp"] += stamp - earliest
                     start = stamp
                 else:
@@ -132,8 +189,12 @@ class HostRunner:
                 self.max_end = max(self.max_end, end)
                 self.events.append((start, end, arg, HOST_KIND[op], i))
             else:
-                raise SimulationError("stream", f"{self.stream[i].op} is a channel instruction; the host "
-                                      "stream runs HOP, EPI, HMV, SIG and WAIT", stream="host", instr=i,
-                                      instruction=self.stream[i])
+                raise SimulationError(
+                    "stream",
+                    f"{self.stream[i].op} is a channel instruction; the host stream runs HOP, EPI, HMV, SIG and WAIT",
+                    stream="host",
+                    instr=i,
+                    instruction=self.stream[i],
+                )
             self.pos += 1
         return True

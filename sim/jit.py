@@ -4,6 +4,7 @@ If numba imports (and PIMSAT_SIM_NOJIT is not set), `njit` compiles with a disk 
 the identity and the kernel runs as plain Python on the same arrays (same results, ~100x slower).
 Tested with numba 0.60-0.68.
 """
+
 from __future__ import annotations
 
 import os

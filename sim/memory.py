@@ -12,6 +12,7 @@ Global buffer: [gb_bursts, E] per channel, per-burst written flag. Accumulators:
 Host memory: one HostTensor per name (flattened). See HostTensor for initialisation and the
 cross-stream ordering check.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -59,8 +60,8 @@ class BankMemory:
         E = self.E
         if (rows == rows[0]).all():
             data, _ = self._alloc(ch, int(rows[0]))
-            return data[banks, col * E:(col + n) * E].reshape(len(banks), n, E)
-        return np.stack([self.row(ch, int(b), int(r))[0][col:col + n] for b, r in zip(banks, rows)])
+            return data[banks, col * E : (col + n) * E].reshape(len(banks), n, E)
+        return np.stack([self.row(ch, int(b), int(r))[0][col : col + n] for b, r in zip(banks, rows)])
 
     def _segments(self, p: Placement):
         """(row, element offset in the row, position in the placement, length) of each row the
@@ -87,9 +88,17 @@ class BankMemory:
         if p.count == 1 or p.elem_start < 0 or p.stride < p.run or last >= flat.size:
             return flat[BankMemory._elements(p)]
         if p.elem_start + p.count * p.stride <= flat.size:
-            return flat[p.elem_start:p.elem_start + p.count * p.stride].reshape(p.count, p.stride)[:, :p.run].reshape(-1)
-        view = np.lib.stride_tricks.as_strided(flat[p.elem_start:], shape=(p.count, p.run),
-                                               strides=(p.stride * flat.itemsize, flat.itemsize), writeable=False)
+            return (
+                flat[p.elem_start : p.elem_start + p.count * p.stride]
+                .reshape(p.count, p.stride)[:, : p.run]
+                .reshape(-1)
+            )
+        view = np.lib.stride_tricks.as_strided(
+            flat[p.elem_start :],
+            shape=(p.count, p.run),
+            strides=(p.stride * flat.itemsize, flat.itemsize),
+            writeable=False,
+        )
         return view.reshape(-1)
 
     def load(self, p: Placement, flat: np.ndarray) -> None:
@@ -107,8 +116,8 @@ class BankMemory:
             if r >= org.rows:
                 raise SimulationError("range", f"{where}: runs past the last row ({org.rows} rows)")
             data, written = self._alloc(p.channel, r)
-            data[p.bank, o:o + n] = vals[pos:pos + n]
-            written[p.bank, o // self.E: -(-(o + n) // self.E)] = True
+            data[p.bank, o : o + n] = vals[pos : pos + n]
+            written[p.bank, o // self.E : -(-(o + n) // self.E)] = True
 
     def read_back(self, placements: list[Placement], name: str, size: int) -> np.ndarray:
         """The tensor as the banks hold it now (NaN where no placement covers it)."""
@@ -119,7 +128,7 @@ class BankMemory:
             idx = self._elements(p)
             vals = np.empty(p.run * p.count, dtype=np.float32)
             for r, o, pos, n in self._segments(p):
-                vals[pos:pos + n] = self._alloc(p.channel, r)[0][p.bank, o:o + n]
+                vals[pos : pos + n] = self._alloc(p.channel, r)[0][p.bank, o : o + n]
             out[idx] = vals
         return out
 
@@ -137,8 +146,12 @@ class ResidentView(Mapping):
         stored = self._banks.stored
         if not stored:
             return False
-        return any((p.channel, r) in stored for p in self._placements if p.tensor == name
-                   for r, _o, _pos, _n in self._banks._segments(p))
+        return any(
+            (p.channel, r) in stored
+            for p in self._placements
+            if p.tensor == name
+            for r, _o, _pos, _n in self._banks._segments(p)
+        )
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._cache:
@@ -168,8 +181,15 @@ class HostTensor:
     the cycles the streams happened to run at.
     """
 
-    def __init__(self, name: str, shape: tuple[int, ...], dtype: str, value: np.ndarray | None = None,
-                 frozen: bool = False, staging: bool = False):
+    def __init__(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: str,
+        value: np.ndarray | None = None,
+        frozen: bool = False,
+        staging: bool = False,
+    ):
         self.name, self.shape, self.dtype, self.frozen, self.staging = name, tuple(shape), dtype, frozen, staging
         size = int(np.prod(shape)) if shape else 1
         if value is None:

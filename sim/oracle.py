@@ -1,6 +1,7 @@
 """The simulator as the compiler's timing oracle (hwmodel.oracle.TimingOracle): one command
 sequence issued alone on channel 0 of a quiet device, timed by the same kernel that checks every
 emitted program, so the task durations the solver schedules are exact."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,12 +16,17 @@ def time_commands(hw: Hardware, instrs: list[Instruction]) -> CommandTimes:
     """hwmodel.oracle.CommandTimes of `instrs` on channel 0 of `hw` (the other channels idle)."""
     from . import simulate
 
-    streams = StreamSet(hw.name, ISA_VERSION, [], [list(instrs)] + [[] for _ in range(hw.organization.channels - 1)], [])
+    streams = StreamSet(
+        hw.name, ISA_VERSION, [], [list(instrs)] + [[] for _ in range(hw.organization.channels - 1)], []
+    )
     res = simulate(hw, streams, functional=False, record=True)
     times = res.channel_times[0]
     log = res.log
     empty = np.zeros(0, dtype=np.int64)
-    return CommandTimes(np.asarray(times.issue, dtype=np.int64), np.asarray(times.last, dtype=np.int64),
-                        int(res.cycles),
-                        empty if log is None else np.asarray(log["cycle"], dtype=np.int64),
-                        empty if log is None else np.asarray(log["command"], dtype=np.int64))
+    return CommandTimes(
+        np.asarray(times.issue, dtype=np.int64),
+        np.asarray(times.last, dtype=np.int64),
+        int(res.cycles),
+        empty if log is None else np.asarray(log["cycle"], dtype=np.int64),
+        empty if log is None else np.asarray(log["command"], dtype=np.int64),
+    )

@@ -25,6 +25,7 @@ log                 (record=True) every command, LOG_DTYPE: channel 0's commands
                     order, then channel 1's, ... (sort by `cycle` for one global timeline).
 host_events         every HOP/EPI/HMV, HOST_EVENT_DTYPE.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -36,16 +37,27 @@ from hwmodel.isa import Instruction
 from hwmodel.model import COMMANDS
 from hwmodel.streams import StreamSet
 
-LOG_DTYPE = np.dtype([("cycle", np.int64), ("channel", np.int32), ("command", np.uint8), ("bank", np.int32),
-                      ("mask", np.uint64), ("row", np.int32), ("col", np.int32), ("instr", np.int32)])
+LOG_DTYPE = np.dtype(
+    [
+        ("cycle", np.int64),
+        ("channel", np.int32),
+        ("command", np.uint8),
+        ("bank", np.int32),
+        ("mask", np.uint64),
+        ("row", np.int32),
+        ("col", np.int32),
+        ("instr", np.int32),
+    ]
+)
 """Command log record. command: index into hwmodel.model.COMMANDS. bank: -1 for multi-bank
 commands, REF and WRGB. mask: banks acted on (0 for WRGB). row: ACT's row, the open row for
 RD/WR/MAC (-1 if the banks of a MAC have different rows), else -1. col: column for RD/WR/MAC,
 global-buffer burst for WRGB, first accumulator of the burst for RDACC, else -1. instr: index of
 the instruction in its channel stream."""
 
-HOST_EVENT_DTYPE = np.dtype([("start", np.int64), ("end", np.int64), ("op", np.int32), ("kind", np.uint8),
-                             ("instr", np.int32)])
+HOST_EVENT_DTYPE = np.dtype(
+    [("start", np.int64), ("end", np.int64), ("op", np.int32), ("kind", np.uint8), ("instr", np.int32)]
+)
 """Host event record. kind: 0 = HOP, 1 = EPI, 2 = HMV (index into HOST_KINDS). op: index into program.ops."""
 
 HOST_KINDS = ("HOP", "EPI", "HMV")
@@ -65,14 +77,14 @@ class SimResult:
     functional: bool
     channel_times: list[StreamTimes]
     host_times: StreamTimes
-    counts: np.ndarray                 # [C, len(COMMANDS)]
-    bank_bursts: np.ndarray            # [C, banks]
-    pu_macs: np.ndarray                # [C, PIM units]
-    row_hits: np.ndarray               # [C, banks]
-    row_misses: np.ndarray             # [C, banks]
-    refreshes: np.ndarray              # [C]
+    counts: np.ndarray  # [C, len(COMMANDS)]
+    bank_bursts: np.ndarray  # [C, banks]
+    pu_macs: np.ndarray  # [C, PIM units]
+    row_hits: np.ndarray  # [C, banks]
+    row_misses: np.ndarray  # [C, banks]
+    refreshes: np.ndarray  # [C]
     stalls: dict[str, int]
-    signals: dict[int, int]            # signal id -> cycle set
+    signals: dict[int, int]  # signal id -> cycle set
     mac_interval: int
     total_pus: int
     log: np.ndarray | None = None
@@ -100,9 +112,14 @@ class SimResult:
         def stamp(instrs: list[Instruction], times: StreamTimes) -> list[Instruction]:
             return [ins if ins.op in ("SIG", "WAIT") else ins.at(int(t)) for ins, t in zip(instrs, times.issue)]
 
-        return StreamSet(streams.hardware, streams.isa_version, list(streams.symbols),
-                         [stamp(s, t) for s, t in zip(streams.channels, self.channel_times)],
-                         stamp(streams.host, self.host_times), list(streams.placements))
+        return StreamSet(
+            streams.hardware,
+            streams.isa_version,
+            list(streams.symbols),
+            [stamp(s, t) for s, t in zip(streams.channels, self.channel_times)],
+            stamp(streams.host, self.host_times),
+            list(streams.placements),
+        )
 
     # ---- derived figures ---------------------------------------------------------------------
     @property
@@ -136,6 +153,12 @@ class SimResult:
         return h / (h + m) if h + m else 0.0
 
     def summary(self) -> dict:
-        return {"cycles": self.cycles, "commands": self.command_counts, "utilization": self.utilization,
-                "row_hits": int(self.row_hits.sum()), "row_misses": int(self.row_misses.sum()),
-                "stalls": dict(self.stalls), "violations": self.violations}
+        return {
+            "cycles": self.cycles,
+            "commands": self.command_counts,
+            "utilization": self.utilization,
+            "row_hits": int(self.row_hits.sum()),
+            "row_misses": int(self.row_misses.sum()),
+            "stalls": dict(self.stalls),
+            "violations": self.violations,
+        }

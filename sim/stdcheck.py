@@ -22,13 +22,14 @@ command but the allowed ones to the rank during tRFC after a REF.
 
 Usage: check_log(result.log, hw) -> list[Violation];  python -m sim.stdcheck INSTANCE.yaml
 """
+
 from __future__ import annotations
 
 import argparse
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -43,21 +44,21 @@ _TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*|\d+|[+-])")
 
 @dataclass(frozen=True)
 class Violation:
-    cycle: int            # cycle of the offending (later) command
+    cycle: int  # cycle of the offending (later) command
     channel: int
-    bank: int             # the bank (bank-scope rules) or the log row's bank field (-1: multi-bank)
-    command: str          # the offending command (ours)
-    rule: str             # rule name, e.g. "nCCDL RD->RD"
-    text: str             # the rule in full: "RD,RDA -> RD,RDA same bank_group >= nCCDL"
+    bank: int  # the bank (bank-scope rules) or the log row's bank field (-1: multi-bank)
+    command: str  # the offending command (ours)
+    rule: str  # rule name, e.g. "nCCDL RD->RD"
+    text: str  # the rule in full: "RD,RDA -> RD,RDA same bank_group >= nCCDL"
     source: str
-    needed: int           # cycles the rule needs
-    actual: int           # cycles there were (-1 where not a gap, e.g. a count)
+    needed: int  # cycles the rule needs
+    actual: int  # cycles there were (-1 where not a gap, e.g. a count)
     prev_cycle: int = -1  # the earlier command's cycle, where there is one
 
 
 @dataclass
 class CheckOptions:
-    values: str = "preset"                 # "preset": hw.timing.params mapped; "standard": the standard's values
+    values: str = "preset"  # "preset": hw.timing.params mapped; "standard": the standard's values
     dedicated_gb_path: bool | None = None  # AiM option: WRGB is no WR (None: hw.pim.gb_write_path or the standard's)
     refresh: bool = True
     params: dict[str, int] = field(default_factory=dict)  # overrides, by the standard's names
@@ -68,7 +69,7 @@ class CheckOptions:
 
 
 # --- standards -------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def load_standard(name: str) -> dict:
     data = yaml.safe_load((STANDARDS_DIR / f"{name}.yaml").read_text())
     if "base" in data:
@@ -161,8 +162,12 @@ class _Channel:
         for rm, touch in zip(self.rank_masks, self.rank_touch):
             full &= ~touch | ((mask & rm) == rm)
         self.all_banks = full & ~no_bank
-        self.units = {"bank": self.bank_touch, "bank_group": self.group_touch, "rank": self.rank_touch,
-                      "channel": [np.ones(len(rows), dtype=bool)]}
+        self.units = {
+            "bank": self.bank_touch,
+            "bank_group": self.group_touch,
+            "rank": self.rank_touch,
+            "channel": [np.ones(len(rows), dtype=bool)],
+        }
 
 
 _COLUMN = ("RD", "RDA", "WR", "WRA")
@@ -217,17 +222,28 @@ def _pairs(ch: _Channel, prev_ok, next_ok, scope: str, latency: int, window: int
     return tuple(np.concatenate(x) for x in zip(*found))
 
 
-def _emit(out: list, ch: _Channel, channel: int, hit, scope: str, name: str, text: str, source: str,
-          latency: int):
+def _emit(out: list, ch: _Channel, channel: int, hit, scope: str, name: str, text: str, source: str, latency: int):
     n, pi, unit = hit
-    order = np.lexsort((ch.cycle[n] - ch.cycle[pi], n))   # per row, smallest gap first
+    order = np.lexsort((ch.cycle[n] - ch.cycle[pi], n))  # per row, smallest gap first
     n, pi, unit = n[order], pi[order], unit[order]
     first = np.ones(len(n), dtype=bool)
     first[1:] = n[1:] != n[:-1]
     for j, i, u in zip(n[first], pi[first], unit[first]):
         bank = int(u) if scope == "bank" else int(ch.rows["bank"][j])
-        out.append(Violation(int(ch.cycle[j]), channel, bank, COMMANDS[int(ch.cmd[j])], name, text, source,
-                             latency, int(ch.cycle[j] - ch.cycle[i]), int(ch.cycle[i])))
+        out.append(
+            Violation(
+                int(ch.cycle[j]),
+                channel,
+                bank,
+                COMMANDS[int(ch.cmd[j])],
+                name,
+                text,
+                source,
+                latency,
+                int(ch.cycle[j] - ch.cycle[i]),
+                int(ch.cycle[i]),
+            )
+        )
 
 
 def _refresh(out: list, ch: _Channel, channel: int, ref: dict, values: dict, allowed: list[str], end: int):
@@ -239,9 +255,18 @@ def _refresh(out: list, ch: _Channel, channel: int, ref: dict, values: dict, all
     others = ~np.isin(ch.cmd, [_CMD[c] for c in allowed])
     hit = _pairs(ch, is_ref, others, "rank", trfc, 1)
     if hit is not None:
-        _emit(out, ch, channel, hit, "rank", "command during tRFC",
-              f"REF -> any command but {allowed or 'none'} same rank >= tRFC", src, trfc)
-    for r, touch in enumerate(ch.rank_touch):
+        _emit(
+            out,
+            ch,
+            channel,
+            hit,
+            "rank",
+            "command during tRFC",
+            f"REF -> any command but {allowed or 'none'} same rank >= tRFC",
+            src,
+            trfc,
+        )
+    for touch in ch.rank_touch:
         refs = ch.cycle[is_ref & touch]
         # interval: from cycle 0 to the first REF and between two REFs
         starts = np.concatenate(([0], refs))
@@ -251,40 +276,87 @@ def _refresh(out: list, ch: _Channel, channel: int, ref: dict, values: dict, all
             gaps, at, prevs = np.diff(starts), refs, starts[:-1]
         for g, t, p in zip(gaps, at, prevs):
             if g > max_int * trefi:
-                out.append(Violation(int(t), channel, -1, "REF", "REF interval",
-                                     f"at most {max_int} x tREFI between two REFs (and from the start)",
-                                     src, max_int * trefi, int(g), int(p)))
+                out.append(
+                    Violation(
+                        int(t),
+                        channel,
+                        -1,
+                        "REF",
+                        "REF interval",
+                        f"at most {max_int} x tREFI between two REFs (and from the start)",
+                        src,
+                        max_int * trefi,
+                        int(g),
+                        int(p),
+                    )
+                )
         # owed (postponed) and pulled in, with pulled-in credit capped
         issued = 0
         for t in refs:
-            due = (int(t) - 1) // trefi if t > 0 else 0     # REFs due strictly before t
+            due = (int(t) - 1) // trefi if t > 0 else 0  # REFs due strictly before t
             if due - issued > max_owed:
-                out.append(Violation(int(t), channel, -1, "REF", "REF postponed",
-                                     f"at most {max_owed} REFs owed", src, max_owed, due - issued))
+                out.append(
+                    Violation(
+                        int(t),
+                        channel,
+                        -1,
+                        "REF",
+                        "REF postponed",
+                        f"at most {max_owed} REFs owed",
+                        src,
+                        max_owed,
+                        due - issued,
+                    )
+                )
             issued += 1
-            due = int(t) // trefi                           # REFs due up to t
+            due = int(t) // trefi  # REFs due up to t
             if issued - due > max_pulled:
-                out.append(Violation(int(t), channel, -1, "REF", "REF pulled in",
-                                     f"at most {max_pulled} REFs pulled in", src, max_pulled, issued - due))
+                out.append(
+                    Violation(
+                        int(t),
+                        channel,
+                        -1,
+                        "REF",
+                        "REF pulled in",
+                        f"at most {max_pulled} REFs pulled in",
+                        src,
+                        max_pulled,
+                        issued - due,
+                    )
+                )
                 issued = due + max_pulled
         due = (int(end) - 1) // trefi if end > 0 else 0
         if due - issued > max_owed:
-            out.append(Violation(int(end), channel, -1, "-", "REF postponed",
-                                 f"at most {max_owed} REFs owed (at the end of the log)", src, max_owed,
-                                 due - issued))
+            out.append(
+                Violation(
+                    int(end),
+                    channel,
+                    -1,
+                    "-",
+                    "REF postponed",
+                    f"at most {max_owed} REFs owed (at the end of the log)",
+                    src,
+                    max_owed,
+                    due - issued,
+                )
+            )
 
 
-def check_log(log: np.ndarray, hw, standard: str | None = None,
-              options: CheckOptions | None = None) -> list[Violation]:
+def check_log(log: np.ndarray, hw, standard: str | None = None, options: CheckOptions | None = None) -> list[Violation]:
     """Every violation of the standard's rules in a command log (sim.result.LOG_DTYPE)."""
     opts = options or CheckOptions()
     std = load_standard(standard or standard_for(hw))
     values = parameter_values(hw, std, opts)
     # the write path is a documented hardware option (pim.gb_write_path), not a timing-table row
     # the hardware's own option (pim.gb_write_path), or a standard that is defined with it (gddr6_aim)
-    gb_path = (getattr(getattr(hw, "pim", None), "gb_write_path", None) == "dedicated"
-               or bool(std.get("options", {}).get("dedicated_gb_path", False))) \
-        if opts.dedicated_gb_path is None else opts.dedicated_gb_path
+    gb_path = (
+        (
+            getattr(getattr(hw, "pim", None), "gb_write_path", None) == "dedicated"
+            or bool(std.get("options", {}).get("dedicated_gb_path", False))
+        )
+        if opts.dedicated_gb_path is None
+        else opts.dedicated_gb_path
+    )
     array_free = set(std.get("array_free", [])) | set(opts.array_free)
     rules = []
     for r in std["rules"]:
@@ -293,9 +365,10 @@ def check_log(log: np.ndarray, hw, standard: str | None = None,
         prev = _selector(r["prev"], r["next"], std, not gb_path, array_free)
         nxt = _selector(r["next"], r["prev"], std, not gb_path, array_free)
         if not prev or not nxt:
-            continue   # RDA / WRA / REFsb: no counterpart
-        text = f"{','.join(r['prev'])} -> {','.join(r['next'])} same {r['scope']} >= {r['latency']}" + \
-            (f" (window {r['window']})" if r.get("window") else "")
+            continue  # RDA / WRA / REFsb: no counterpart
+        text = f"{','.join(r['prev'])} -> {','.join(r['next'])} same {r['scope']} >= {r['latency']}" + (
+            f" (window {r['window']})" if r.get("window") else ""
+        )
         rules.append((r, prev, nxt, evaluate(r["latency"], values), text))
     ref = std.get("refresh")
     allowed = list(ref.get("allowed_during_rfc", [])) if ref else []
@@ -304,7 +377,7 @@ def check_log(log: np.ndarray, hw, standard: str | None = None,
     out: list[Violation] = []
     if len(log) == 0:
         return out
-    order = np.lexsort((np.arange(len(log)), log["channel"]))   # stable: channel, then log order
+    order = np.lexsort((np.arange(len(log)), log["channel"]))  # stable: channel, then log order
     log = log[order]
     end = int(log["cycle"].max())
     bounds = np.flatnonzero(np.diff(log["channel"])) + 1
@@ -337,8 +410,9 @@ def summarize(violations: list[Violation]) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.stdcheck",
-                                 description="check simulated command logs against the DRAM standard's rules")
+    ap = argparse.ArgumentParser(
+        prog="python -m sim.stdcheck", description="check simulated command logs against the DRAM standard's rules"
+    )
     ap.add_argument("instances", nargs="+", help="instance YAML files")
     ap.add_argument("--method", action="append", choices=["naive", "greedy", "cpsat"])
     ap.add_argument("--standard", default=None)
@@ -355,8 +429,12 @@ def main(argv: list[str] | None = None) -> int:
         inst = load_instance(Path(path))
         for m in args.method or ["naive", "greedy", "cpsat"]:
             res = run(inst, SolveOptions(method=m, time_limit=args.time_limit, functional=False, record=True))
-            vs = check_log(res.sim.log, res.hardware, args.standard,
-                           CheckOptions(values=args.values, dedicated_gb_path=args.dedicated_gb_path))
+            vs = check_log(
+                res.sim.log,
+                res.hardware,
+                args.standard,
+                CheckOptions(values=args.values, dedicated_gb_path=args.dedicated_gb_path),
+            )
             bad += bool(vs)
             print(f"{inst.name} {m}: {len(res.sim.log)} commands, {len(vs)} violations {summarize(vs)}")
             if args.verbose:

@@ -13,6 +13,7 @@ Sweep spacing: within a sweep of command c the commands follow at
 ``gap[c] = max(1, latency of every non-window row c->c)`` (one command per bus cycle), later
 than that only where a global-buffer burst is not ready yet (MAC) or a window row c->c binds.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,8 +22,26 @@ import numpy as np
 
 from hwmodel.model import COMMANDS, SCOPES, Hardware
 
-from .channel import (HWP_ACC, HWP_BPB, HWP_GB, HWP_LEN, HWP_MAXP, HWP_NB, HWP_NCOL, HWP_NG, HWP_NPU,
-                      HWP_MAXGAP, HWP_MAXPULL, HWP_NR, HWP_NROW, HWP_NU, HWP_R, HWP_SYNC, HWP_TGB, HWP_TREFI)
+from .channel import (
+    HWP_ACC,
+    HWP_BPB,
+    HWP_GB,
+    HWP_LEN,
+    HWP_MAXGAP,
+    HWP_MAXP,
+    HWP_MAXPULL,
+    HWP_NB,
+    HWP_NCOL,
+    HWP_NG,
+    HWP_NPU,
+    HWP_NR,
+    HWP_NROW,
+    HWP_NU,
+    HWP_R,
+    HWP_SYNC,
+    HWP_TGB,
+    HWP_TREFI,
+)
 
 CMD = {c: i for i, c in enumerate(COMMANDS)}
 NCMD = len(COMMANDS)
@@ -32,8 +51,16 @@ SCOPE = {s: i for i, s in enumerate(SCOPES)}
 EXTRA_REASONS = ("sync", "stamp", "WRGB->MAC global-buffer burst tGB", "REF pulled-in credit")
 
 # Completion latency of a command: when its effect is done (used by SIG and the makespan).
-COMPLETION = {"RD": "CL + BL2", "RDACC": "CL + BL2", "WR": "CWL + BL2", "WRGB": "CWL + BL2",
-              "MAC": "tMACL", "ACT": "tRCDRD", "PRE": "tRP", "REF": "tRFC"}
+COMPLETION = {
+    "RD": "CL + BL2",
+    "RDACC": "CL + BL2",
+    "WR": "CWL + BL2",
+    "WRGB": "CWL + BL2",
+    "MAC": "tMACL",
+    "ACT": "tRCDRD",
+    "PRE": "tRP",
+    "REF": "tRFC",
+}
 
 
 def _eval(hw: Hardware, expr: str) -> int:
@@ -50,25 +77,25 @@ def constraint_name(c) -> str:
 class TimingTables:
     """Flat arrays of one hardware's timing table (shared by every channel)."""
 
-    names: tuple[str, ...]          # row names, then EXTRA_REASONS
-    prev: np.ndarray                 # [R] command index
-    nxt: np.ndarray                  # [R]
-    scope: np.ndarray                # [R] 0 bank, 1 bank_group, 2 rank, 3 channel
-    lat: np.ndarray                  # [R] latency in cycles
-    win: np.ndarray                  # [R] window N (0 = none)
-    wbase: np.ndarray                # [R] offset of the row's rings in the ring array
+    names: tuple[str, ...]  # row names, then EXTRA_REASONS
+    prev: np.ndarray  # [R] command index
+    nxt: np.ndarray  # [R]
+    scope: np.ndarray  # [R] 0 bank, 1 bank_group, 2 rank, 3 channel
+    lat: np.ndarray  # [R] latency in cycles
+    win: np.ndarray  # [R] window N (0 = none)
+    wbase: np.ndarray  # [R] offset of the row's rings in the ring array
     ring_size: int
-    rows_start: np.ndarray           # [NCMD+1] rows with next == c are rows_idx[rows_start[c]:rows_start[c+1]]
+    rows_start: np.ndarray  # [NCMD+1] rows with next == c are rows_idx[rows_start[c]:rows_start[c+1]]
     rows_idx: np.ndarray
-    gap: np.ndarray                  # [NCMD] sweep spacing
-    gap_row: np.ndarray              # [NCMD] row that sets it (-1: the bus)
-    self_win: np.ndarray             # [NCMD] 1 if a window row c->c exists
-    wprev: np.ndarray                # [NCMD] 1 if a window row has prev == c
-    completion: np.ndarray           # [NCMD]
-    bg_of: np.ndarray                # [NB]
-    rank_of: np.ndarray              # [NB]
-    pu_of: np.ndarray                # [NB]
-    hwp: np.ndarray                  # scalar parameters, see HWP_*
+    gap: np.ndarray  # [NCMD] sweep spacing
+    gap_row: np.ndarray  # [NCMD] row that sets it (-1: the bus)
+    self_win: np.ndarray  # [NCMD] 1 if a window row c->c exists
+    wprev: np.ndarray  # [NCMD] 1 if a window row has prev == c
+    completion: np.ndarray  # [NCMD]
+    bg_of: np.ndarray  # [NB]
+    rank_of: np.ndarray  # [NB]
+    pu_of: np.ndarray  # [NB]
+    hwp: np.ndarray  # scalar parameters, see HWP_*
 
     @property
     def rows(self) -> int:
@@ -96,8 +123,9 @@ def _compile(hw: Hardware) -> TimingTables:
     scope = np.array([SCOPE[c.scope] for c in cons], dtype=np.int64)
     # a unit with fewer lanes than a burst has elements needs several passes per MAC: the
     # MAC->MAC spacing is the hardware's mac_interval (tMAC x passes), not tMAC alone
-    lat = np.array([hw.mac_interval if (c.prev, c.next) == ("MAC", "MAC") else t.latency_of(c) for c in cons],
-                   dtype=np.int64)
+    lat = np.array(
+        [hw.mac_interval if (c.prev, c.next) == ("MAC", "MAC") else t.latency_of(c) for c in cons], dtype=np.int64
+    )
     win = np.array([c.window or 0 for c in cons], dtype=np.int64)
     wbase = np.zeros(R, dtype=np.int64)
     size = 0
@@ -124,7 +152,16 @@ def _compile(hw: Hardware) -> TimingTables:
     banks = np.arange(nb)
     hwp = np.zeros(HWP_LEN, dtype=np.int64)
     hwp[[HWP_NB, HWP_NG, HWP_NR, HWP_NPU, HWP_NU, HWP_NCOL, HWP_NROW, HWP_GB, HWP_ACC]] = (
-        nb, ng, nr, hw.pus_per_channel, nu, org.columns, org.rows, hw.gb_bursts, hw.pim.acc_registers)
+        nb,
+        ng,
+        nr,
+        hw.pus_per_channel,
+        nu,
+        org.columns,
+        org.rows,
+        hw.gb_bursts,
+        hw.pim.acc_registers,
+    )
     hwp[HWP_TREFI] = t.p("tREFI")
     hwp[HWP_MAXP] = t.max_postponed_refresh
     hwp[HWP_MAXPULL] = t.max_pulled_in_refresh
@@ -135,9 +172,20 @@ def _compile(hw: Hardware) -> TimingTables:
     hwp[HWP_BPB] = org.burst_bytes
     return TimingTables(
         names=tuple(constraint_name(c) for c in cons) + EXTRA_REASONS,
-        prev=prev, nxt=nxt, scope=scope, lat=lat, win=win, wbase=wbase, ring_size=max(size, 1),
-        rows_start=rows_start, rows_idx=order.astype(np.int64), gap=gap, gap_row=gap_row,
-        self_win=self_win, wprev=wprev, completion=completion,
+        prev=prev,
+        nxt=nxt,
+        scope=scope,
+        lat=lat,
+        win=win,
+        wbase=wbase,
+        ring_size=max(size, 1),
+        rows_start=rows_start,
+        rows_idx=order.astype(np.int64),
+        gap=gap,
+        gap_row=gap_row,
+        self_win=self_win,
+        wprev=wprev,
+        completion=completion,
         bg_of=np.array([org.bank_group_of(int(b)) for b in banks], dtype=np.int64),
         rank_of=np.array([org.rank_of(int(b)) for b in banks], dtype=np.int64),
         pu_of=np.array([hw.pu_of(int(b)) for b in banks], dtype=np.int64),

@@ -2,6 +2,7 @@
 
 **1 us in the viewer = 1 memory-clock cycle** (``ts`` = cycle, exact integers).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,15 +18,15 @@ from .trace_common import (
     _CHUNK,
     _GENERATOR,
     _MAC,
-    _by_channel_cycle,
-    _Dec,
-    _Hex,
-    _Lut,
     _atomic_open,
+    _by_channel_cycle,
     _check_host,
     _check_log,
+    _Dec,
     _expand,
     _format_rows,
+    _Hex,
+    _Lut,
 )
 
 # Default cap on the slices of a Chrome trace: viewers become sluggish beyond a few million.
@@ -41,8 +42,16 @@ def slice_cycles(hw: Hardware) -> dict[str, int]:
     commands that move a burst: RD, WR, WRGB, RDACC; the MAC interval (the unit's time per MAC)
     for MAC. Slices are clipped at the next slice of their track so tracks never overlap."""
     burst = max(1, hw.timing.p("BL2"))
-    one = {"ACT": 1, "PRE": 1, "REF": 1, "RD": burst, "WR": burst, "WRGB": burst, "RDACC": burst,
-           "MAC": max(1, hw.mac_interval)}
+    one = {
+        "ACT": 1,
+        "PRE": 1,
+        "REF": 1,
+        "RD": burst,
+        "WR": burst,
+        "WRGB": burst,
+        "RDACC": burst,
+        "MAC": max(1, hw.mac_interval),
+    }
     return {c: one[c] for c in COMMANDS}
 
 
@@ -102,8 +111,12 @@ def write_chrome_trace(
     cont = np.zeros(n, dtype=bool)
     if n > 1:
         cont[1:] = (
-            is_mac[1:] & is_mac[:-1] & (ch[1:] == ch[:-1]) & (instr[1:] == instr[:-1])
-            & (bank[1:] == bank[:-1]) & (mask[1:] == mask[:-1])
+            is_mac[1:]
+            & is_mac[:-1]
+            & (ch[1:] == ch[:-1])
+            & (instr[1:] == instr[:-1])
+            & (bank[1:] == bank[:-1])
+            & (mask[1:] == mask[:-1])
         )
     first = np.flatnonzero(~cont)
     last = np.append(first[1:], n)[: first.size] - 1
@@ -158,7 +171,8 @@ def write_chrome_trace(
         return [a if keep_mask is None else a[keep_mask] for a in arrays]
 
     s_ts, s_dur, s_ch, s_cmd, s_bank, s_mask, s_row, s_col, s_instr, s_count, s_is_mac = pick(
-        s_keep, s_ts, s_dur, s_ch, s_cmd, s_bank, s_mask, s_row, s_col, s_instr, s_count, s_is_mac)
+        s_keep, s_ts, s_dur, s_ch, s_cmd, s_bank, s_mask, s_row, s_col, s_instr, s_count, s_is_mac
+    )
     p_run_k, p_pu, p_ch, p_ts, p_dur = pick(p_keep, p_run, p_pu, p_ch, p_ts, p_dur)
     host_k, h_ts, h_dur = pick(h_keep, host, h_ts, h_dur)
 
@@ -167,8 +181,13 @@ def write_chrome_trace(
     meta: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": host_pid, "args": {"name": "host"}},
         {"ph": "M", "name": "process_sort_index", "pid": host_pid, "args": {"sort_index": 0}},
-        {"ph": "M", "name": "thread_name", "pid": host_pid, "tid": host_pid * _TID_STRIDE,
-         "args": {"name": "host unit"}},
+        {
+            "ph": "M",
+            "name": "thread_name",
+            "pid": host_pid,
+            "tid": host_pid * _TID_STRIDE,
+            "args": {"name": "host unit"},
+        },
     ]
     tracks = 1
     for c in range(org.channels):
@@ -176,10 +195,8 @@ def write_chrome_trace(
         meta += [
             {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"channel {c}"}},
             {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}},
-            {"ph": "M", "name": "thread_name", "pid": pid, "tid": pid * _TID_STRIDE,
-             "args": {"name": "command bus"}},
-            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": pid * _TID_STRIDE,
-             "args": {"sort_index": 0}},
+            {"ph": "M", "name": "thread_name", "pid": pid, "tid": pid * _TID_STRIDE, "args": {"name": "command bus"}},
+            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": pid * _TID_STRIDE, "args": {"sort_index": 0}},
         ]
         for p in range(hw.pus_per_channel):
             tid = pid * _TID_STRIDE + 1 + p
@@ -214,10 +231,18 @@ def write_chrome_trace(
                     i = sel[a : a + _CHUNK]
                     pid = _pid_channel(s_ch[i])
                     parts: list[Any] = [
-                        b',\n{"ph":"X","ts":', _Dec(s_ts[i]), b',"dur":', _Dec(s_dur[i]),
-                        b',"pid":', _Dec(pid), b',"tid":', _Dec(pid * _TID_STRIDE),
-                        b',"cat":"dram","name":"', _Lut(COMMANDS, s_cmd[i]),
-                        b'","args":{"instr":', _Dec(s_instr[i]),
+                        b',\n{"ph":"X","ts":',
+                        _Dec(s_ts[i]),
+                        b',"dur":',
+                        _Dec(s_dur[i]),
+                        b',"pid":',
+                        _Dec(pid),
+                        b',"tid":',
+                        _Dec(pid * _TID_STRIDE),
+                        b',"cat":"dram","name":"',
+                        _Lut(COMMANDS, s_cmd[i]),
+                        b'","args":{"instr":',
+                        _Dec(s_instr[i]),
                     ]
                     if mac:
                         parts += [b',"count":', _Dec(s_count[i])]
@@ -237,11 +262,23 @@ def write_chrome_trace(
                 _format_rows(
                     r.size,
                     [
-                        b',\n{"ph":"X","ts":', _Dec(p_ts[sl]), b',"dur":', _Dec(p_dur[sl]),
-                        b',"pid":', _Dec(pid), b',"tid":', _Dec(pid * _TID_STRIDE + 1 + p_pu[sl]),
-                        b',"cat":"pim","name":"MAC","args":{"instr":', _Dec(instr[first[r]]),
-                        b',"count":', _Dec(last[r] - first[r] + 1),
-                        b',"row":', _Dec(srt["row"][first[r]]), b',"col":', _Dec(srt["col"][first[r]]), b"}}",
+                        b',\n{"ph":"X","ts":',
+                        _Dec(p_ts[sl]),
+                        b',"dur":',
+                        _Dec(p_dur[sl]),
+                        b',"pid":',
+                        _Dec(pid),
+                        b',"tid":',
+                        _Dec(pid * _TID_STRIDE + 1 + p_pu[sl]),
+                        b',"cat":"pim","name":"MAC","args":{"instr":',
+                        _Dec(instr[first[r]]),
+                        b',"count":',
+                        _Dec(last[r] - first[r] + 1),
+                        b',"row":',
+                        _Dec(srt["row"][first[r]]),
+                        b',"col":',
+                        _Dec(srt["col"][first[r]]),
+                        b"}}",
                     ],
                 )
             )
@@ -255,8 +292,15 @@ def write_chrome_trace(
             opname = names[op] if names is not None and 0 <= op < len(names) else f"op {op}"
             out.append(
                 ',\n{"ph":"X","ts":%d,"dur":%d,"pid":%d,"tid":%d,"cat":%s,"name":%s,"args":%s}'
-                % (ts, dur, host_pid, host_tid, json.dumps(kind), json.dumps(f"{kind} {opname}"),
-                   json.dumps({"op": op, "kind": kind, "op_name": opname}, separators=(",", ":")))
+                % (
+                    ts,
+                    dur,
+                    host_pid,
+                    host_tid,
+                    json.dumps(kind),
+                    json.dumps(f"{kind} {opname}"),
+                    json.dumps({"op": op, "kind": kind, "op_name": opname}, separators=(",", ":")),
+                )
             )
             if len(out) >= 65536:
                 f.write("".join(out).encode())

@@ -27,6 +27,7 @@ input validation, the atomic writer (:func:`_atomic_open`: a temporary file besi
 renamed over it only when complete, removed on any error), vectorised text formatting, the
 expansion of multi-bank commands, and :func:`summarise`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -34,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from hwmodel.atomic import atomic_open, umask as _umask  # noqa: F401  (_umask re-exported)
+from hwmodel.atomic import atomic_open
 from hwmodel.model import COMMANDS, Hardware
 
 COMMAND_LOG_DTYPE = np.dtype(
@@ -110,9 +111,7 @@ def _check_log(log: np.ndarray, hw: Hardware) -> np.ndarray:
         i = _first(cond)
         if i is not None:
             r = log[i]
-            raise ValueError(
-                f"command log row {i} (cycle {int(r['cycle'])}, channel {int(r['channel'])}): {what}"
-            )
+            raise ValueError(f"command log row {i} (cycle {int(r['cycle'])}, channel {int(r['channel'])}): {what}")
 
     cmd = log["command"]
     bad(cmd >= len(COMMANDS), f"command index out of range 0..{len(COMMANDS) - 1}")
@@ -133,8 +132,7 @@ def _check_host(events: np.ndarray | None) -> np.ndarray:
     if events.dtype["kind"].kind in "ui":  # the simulator's records: kind is an index into HOST_KINDS
         from .result import HOST_KINDS
 
-        events = host_events((int(e["start"]), int(e["end"]), int(e["op"]), HOST_KINDS[int(e["kind"])])
-                             for e in events)
+        events = host_events((int(e["start"]), int(e["end"]), int(e["op"]), HOST_KINDS[int(e["kind"])]) for e in events)
     i = _first(events["end"] < events["start"])
     if i is not None:
         raise ValueError(f"host event {i}: end {int(events['end'][i])} < start {int(events['start'][i])}")

@@ -1,4 +1,5 @@
 """Command log as CSV (:func:`write_command_log`), for replay by other DRAM tools."""
+
 from __future__ import annotations
 
 import os
@@ -9,13 +10,13 @@ from hwmodel.model import COMMANDS, Hardware
 
 from .trace_common import (
     _CHUNK,
-    _Dec,
-    _Lut,
     _atomic_open,
     _check_log,
+    _Dec,
     _expand,
     _format_rows,
     _line_counts,
+    _Lut,
     _order_by,
 )
 
@@ -32,7 +33,8 @@ def write_command_log(
     cycle. `rank` is the rank in the channel, `bankgroup` the bank group within the rank, `bank`
     the bank within the bank group (Ramulator's address vector). Exceptions: REF is an all-bank
     refresh, a rank-level command, so it becomes one line per rank with bankgroup = bank = -1
-    (`ref_per_bank=True`: one line per bank refreshed instead); a command on no bank (e.g. WRGB) is one line with rank = bankgroup = bank = -1.
+    (`ref_per_bank=True`: one line per bank refreshed instead); a command on no bank (e.g. WRGB)
+    is one line with rank = bankgroup = bank = -1.
     row/column are -1 where not applicable. PIM commands keep their mnemonic (MAC, WRGB, RDACC).
     Lines are sorted by (cycle, channel), stably (log order within a cycle and channel).
     """
@@ -62,9 +64,22 @@ def write_command_log(
             text = _format_rows(
                 src.size,
                 [
-                    _Dec(rows["cycle"][src]), b",", _Lut(COMMANDS, cmd[src]), b",",
-                    _Dec(rows["channel"][src]), b",", _Dec(rank), b",", _Dec(bg), b",", _Dec(bk), b",",
-                    _Dec(rows["row"][src]), b",", _Dec(rows["col"][src]), b"\n",
+                    _Dec(rows["cycle"][src]),
+                    b",",
+                    _Lut(COMMANDS, cmd[src]),
+                    b",",
+                    _Dec(rows["channel"][src]),
+                    b",",
+                    _Dec(rank),
+                    b",",
+                    _Dec(bg),
+                    b",",
+                    _Dec(bk),
+                    b",",
+                    _Dec(rows["row"][src]),
+                    b",",
+                    _Dec(rows["col"][src]),
+                    b"\n",
                 ],
             )
             f.write(text)

@@ -2,6 +2,7 @@
 
 **1 cycle = 1 timescale unit.**
 """
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ import numpy as np
 
 from hwmodel.model import COMMANDS, Hardware
 
-from .trace_common import _ACT, _GENERATOR, _PRE, _REF, _by_channel_cycle, _atomic_open, _check_log, _expand
+from .trace_common import _ACT, _GENERATOR, _PRE, _REF, _atomic_open, _by_channel_cycle, _check_log, _expand
 
 _VCD_UNITS = (("s", 10**15), ("ms", 10**12), ("us", 10**9), ("ns", 10**6), ("ps", 10**3), ("fs", 1))
 _IDLE = "-"

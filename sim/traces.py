@@ -24,6 +24,7 @@ Every writer is atomic: it writes a temporary file beside the target and renames
 target only when complete; on any error the temporary file is removed and an existing target is
 left untouched.
 """
+
 from __future__ import annotations
 
 from .trace_chrome import (
@@ -54,7 +55,6 @@ from .trace_common import (
     _Lut,
     _order_by,
     _popcount,
-    _umask,
     _unit_masks,
     command_log,
     host_events,

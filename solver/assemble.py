@@ -10,6 +10,7 @@ row distribution, base row and fused parts and copied to the task's other channe
 instruction object is built for most of the program (a full model at batch 16 is over a billion
 commands).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -27,8 +28,9 @@ class DecodeError(RuntimeError):
     pass
 
 
-def signal_plan(order, channels_of: Callable[[str], list[int]], preds: dict[str, list[tuple[str, int]]],
-                res_of: dict[str, str]) -> dict[tuple[str, int], tuple[tuple[int, ...], int | None]]:
+def signal_plan(
+    order, channels_of: Callable[[str], list[int]], preds: dict[str, list[tuple[str, int]]], res_of: dict[str, str]
+) -> dict[tuple[str, int], tuple[tuple[int, ...], int | None]]:
     """(task, channel) -> (ids it WAITs for, id it SIGs or None). Ids are handed out in the order
     tasks are assembled, so both builds number them alike."""
     crosses = {p for name, ps in preds.items() for p, _lag in ps if res_of[p] != res_of[name]}
@@ -40,8 +42,9 @@ def signal_plan(order, channels_of: Callable[[str], list[int]], preds: dict[str,
     plan = {}
     for pt in order:
         for ch in channels_of(pt.resource):
-            waits = tuple(sig(p, sc) for p, _lag in preds[pt.task] if res_of[p] != pt.resource
-                          for sc in channels_of(res_of[p]))
+            waits = tuple(
+                sig(p, sc) for p, _lag in preds[pt.task] if res_of[p] != pt.resource for sc in channels_of(res_of[p])
+            )
             plan[(pt.task, ch)] = (waits, sig(pt.task, ch) if pt.task in crosses else None)
     return plan
 
@@ -80,8 +83,10 @@ def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
     prev = shared.stamped.get(key) if shared is not None else None
     rel = rel.tolist() if isinstance(rel, np.ndarray) else rel
     if prev is not None and len(prev[0]) == len(seq):
-        out = [p if (u is ins or (p.op is ins.op and p.args == ins.args)) else ins.at(start + r)
-               for u, p, ins, r in zip(prev[0], prev[1], seq, rel)]
+        out = [
+            p if (u is ins or (p.op is ins.op and p.args == ins.args)) else ins.at(start + r)
+            for u, p, ins, r in zip(prev[0], prev[1], seq, rel)
+        ]
     else:
         out = [ins.at(start + r) for ins, r in zip(seq, rel)]
         if shared is not None:
@@ -120,13 +125,23 @@ class _SignalRows:
 
 def _copy_rows(table: np.ndarray):
     """A part's `rows` that copies from a table encoded beforehand (a REF)."""
+
     def rows(lo: int, hi: int, out: np.ndarray) -> None:
         out[:] = table[lo:hi]
+
     return rows
 
 
-def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels: dict[str, list[int]],
-            n_channels: int, lazy: bool, encode=None) -> tuple[list, list[Instruction]]:
+def streams(
+    order,
+    channels_of,
+    plan,
+    refs: dict[str, list[int]],
+    group_channels: dict[str, list[int]],
+    n_channels: int,
+    lazy: bool,
+    encode=None,
+) -> tuple[list, list[Instruction]]:
     """Channel streams (LazyStreams if `lazy`, else lists) and the host stream (a list).
     `encode` (lazy only): the simulator's encoder (a list of instructions -> its table); the
     LazyStreams then also hand out their parts encoded, without building instruction objects."""
@@ -157,8 +172,7 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
                 channels[ch].append((pt.start, 1, n, part))
                 continue
 
-            def rows(lo: int, hi: int, out: np.ndarray, pt=pt, ch=ch, waits=waits, sig=sig, shared=shared,
-                     n=n) -> None:
+            def rows(lo: int, hi: int, out: np.ndarray, pt=pt, ch=ch, waits=waits, sig=sig, shared=shared, n=n) -> None:
                 h, body = len(waits), n - len(waits) - (sig is not None)
                 at = 0
                 if lo < h:
@@ -166,10 +180,10 @@ def streams(order, channels_of, plan, refs: dict[str, list[int]], group_channels
                     signal_rows("WAIT", waits[lo:hi], out[:at])
                 b0, b1 = max(lo - h, 0), min(hi - h, body)
                 if b0 < b1:
-                    _encoded_body(pt, ch, shared, b0, b1, out[at:at + b1 - b0])
+                    _encoded_body(pt, ch, shared, b0, b1, out[at : at + b1 - b0])
                     at += b1 - b0
                 if sig is not None and hi == n:
-                    signal_rows("SIG", (sig,), out[at:at + 1])
+                    signal_rows("SIG", (sig,), out[at : at + 1])
                     at += 1
                 if at != hi - lo:
                     raise DecodeError(f"{pt.task}: channel {ch} encoded {at} rows for commands {lo}..{hi - 1}")

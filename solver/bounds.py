@@ -10,6 +10,7 @@
 - Critical path: the longest chain of jobs, each at the shortest duration any of its modes
   allows (including the sync between streams), from the lowered problem's exact durations.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -77,8 +78,11 @@ def channel_work_after_offload(work: list[OpWork], host_budget: float) -> float:
     """Least channel work when ops (or fractions of them) move to the host within `host_budget`
     host cycles: the fractional knapsack, best channel cycles saved per host cycle first."""
     total = sum(w.pim for w in work)
-    movable = sorted((w for w in work if w.host is not None and w.link < w.pim),
-                     key=lambda w: (w.pim - w.link) / max(w.host, 1e-9), reverse=True)
+    movable = sorted(
+        (w for w in work if w.host is not None and w.link < w.pim),
+        key=lambda w: (w.pim - w.link) / max(w.host, 1e-9),
+        reverse=True,
+    )
     for w in movable:
         if host_budget <= 0:
             break
@@ -120,8 +124,9 @@ def critical_path(problem: SchedulingProblem, *others: SchedulingProblem, exact:
     return max((v for (j, op), v in finish.items() if op is None), default=0)
 
 
-def _finish_times(problem: SchedulingProblem, *others: SchedulingProblem,
-                  exact: dict[int, int] | None = None) -> dict[tuple[str, str | None], int]:
+def _finish_times(
+    problem: SchedulingProblem, *others: SchedulingProblem, exact: dict[int, int] | None = None
+) -> dict[tuple[str, str | None], int]:
     """(job, op) -> earliest time the op's result can be ready; (job, None) -> the job's end."""
     alt: dict[str, list] = {}  # job -> its modes in the other styles (same job: same name and ops)
     for other in others:
@@ -174,8 +179,13 @@ def _mode_end(problem: SchedulingProblem, mode, deps: list, finish: dict, exact:
     return end
 
 
-def lower_bounds(hw: Hardware, program: Program, problem: SchedulingProblem | None = None,
-                 *others: SchedulingProblem, exact: dict[int, int] | None = None) -> Bounds:
+def lower_bounds(
+    hw: Hardware,
+    program: Program,
+    problem: SchedulingProblem | None = None,
+    *others: SchedulingProblem,
+    exact: dict[int, int] | None = None,
+) -> Bounds:
     """`exact`: id(task) -> the decoder's duration where lowering's differs (exact_durations.py),
     over the tasks of `problem` and `others`."""
     work, stretched = streaming_cycles(hw, program)

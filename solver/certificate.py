@@ -5,6 +5,7 @@ wall time, incumbent/bound history, and the settings that make it reproducible (
 time limit). `check_solution` re-verifies a Solution against the problem's rules without any
 solver code (used by the tests, and cheap enough to run on every solve).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -27,14 +28,22 @@ class Certificate:
     message: str = ""
 
     @classmethod
-    def from_solution(cls, solution: Solution, workers: int | None = None,
-                      seed: int | None = None, time_limit: float | None = None) -> "Certificate":
-        return cls(method=solution.method, status=solution.status,
-                   objective=solution.objective, bound=solution.bound, gap=solution.gap,
-                   wall_seconds=solution.wall_seconds,
-                   history=[tuple(h) for h in solution.history],
-                   workers=workers, seed=seed, time_limit=time_limit,
-                   message=solution.message)
+    def from_solution(
+        cls, solution: Solution, workers: int | None = None, seed: int | None = None, time_limit: float | None = None
+    ) -> Certificate:
+        return cls(
+            method=solution.method,
+            status=solution.status,
+            objective=solution.objective,
+            bound=solution.bound,
+            gap=solution.gap,
+            wall_seconds=solution.wall_seconds,
+            history=[tuple(h) for h in solution.history],
+            workers=workers,
+            seed=seed,
+            time_limit=time_limit,
+            message=solution.message,
+        )
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -79,13 +88,11 @@ def check_solution(problem: SchedulingProblem, solution: Solution) -> list[str]:
             out, u = a.task(o), b.task(i)
             need = starts[out.name] + out.duration + problem.lag(out.resource, u.resource)
             if starts[u.name] < need:
-                errs.append(f"dependency {d.before}->{d.after}: {u.name} starts {starts[u.name]} "
-                            f"< {need}")
+                errs.append(f"dependency {d.before}->{d.after}: {u.name} starts {starts[u.name]} < {need}")
     per_res: dict[str, list[tuple[int, int, str]]] = {}
     for m in chosen.values():
         for t in m.tasks:
-            per_res.setdefault(t.resource, []).append(
-                (starts[t.name], starts[t.name] + t.duration, t.name))
+            per_res.setdefault(t.resource, []).append((starts[t.name], starts[t.name] + t.duration, t.name))
     for r, ivs in per_res.items():
         ivs.sort()
         for (s1, e1, n1), (s2, e2, n2) in zip(ivs, ivs[1:]):

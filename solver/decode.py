@@ -16,6 +16,7 @@
    whose results another stream waits for and WAIT before a task that waits.
 Deterministic: same problem and solution, same bytes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -62,7 +63,9 @@ class _Placed:
     per_channel: dict[int, tuple]  # channel (-1: host) -> (emit the commands, their relative issue cycles)
 
 
-def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tuple[dict[str, list[Layout]], dict[str, int]]:
+def _layouts(
+    problem: SchedulingProblem, lowering: Lowering, chosen: dict
+) -> tuple[dict[str, list[Layout]], dict[str, int]]:
     """Allocate rows for every tiling of every chosen mode, in job order, per group."""
     hw = lowering.hw
     groups = {g.name: g for g in problem.groups}
@@ -85,8 +88,20 @@ def _layouts(problem: SchedulingProblem, lowering: Lowering, chosen: dict) -> tu
     return out, used
 
 
-def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, task, role, tilings, layouts,
-                   timings: StructureTimings, encode=None, layers: Relocations | None = None):
+def _task_commands(
+    hw,
+    program,
+    sym: Symbols,
+    op_index: dict[str, int],
+    groups,
+    task,
+    role,
+    tilings,
+    layouts,
+    timings: StructureTimings,
+    encode=None,
+    layers: Relocations | None = None,
+):
     """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
     and the task's duration and completion. Emission is deferred to stream building, so the
     commands of the whole program never sit in memory twice."""
@@ -119,8 +134,10 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
         for ci in cis:
             rows = slot_rows(lay.t, ci)
             tt = timed[rows]
-            per[pl.channels[ci]] = (lambda ci=ci: emit_kv_append(hw, lay, sym, ci, *pl.append),
-                                    () if tt is None else tt.issue)
+            per[pl.channels[ci]] = (
+                lambda ci=ci: emit_kv_append(hw, lay, sym, ci, *pl.append),
+                () if tt is None else tt.issue,
+            )
             if encode is not None:  # the encoded table leaves out host offsets: equal for those channels
                 per[pl.channels[ci]] += (partial(_encoded_append, hw, lay, sym, ci, pl.append, rows, encode),)
         return per, max(end, 1), comp, {}
@@ -130,8 +147,10 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
         def emit(ci: int) -> list[Instruction]:
             return emitter.emit(ci)
     else:
+
         def emit(ci: int) -> list[Instruction]:
             return emit_weight_read(hw, lay, sym, ci)
+
     # channels of one signature run in lockstep (same stamps), and so do the tasks of repeated
     # layers: each structure is timed once per decode (a channel with padding on its own)
     end = comp = 0
@@ -143,9 +162,11 @@ def _task_commands(hw, program, sym: Symbols, op_index: dict[str, int], groups, 
             inner[pl.channels[ci]] = tt.refreshes
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
         if encode is not None:  # encoded from a template (assemble: the stream's rows)
-            per[pl.channels[ci]] += ((lambda cache, ci=ci: emitter.encoded(ci, cache, encode, layers)) if kind is Role.MV
-                                     else (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode,
-                                                                                    layers)),)
+            per[pl.channels[ci]] += (
+                (lambda cache, ci=ci: emitter.encoded(ci, cache, encode, layers))
+                if kind is Role.MV
+                else (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode, layers)),
+            )
     return per, end, comp, inner
 
 
@@ -160,8 +181,9 @@ def _encoded_append(hw, lay: Layout, sym: Symbols, ci: int, append: tuple, rows:
     return table
 
 
-def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool = True,
-           lazy: bool = False) -> Compiled:
+def decode(
+    problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool = True, lazy: bool = False
+) -> Compiled:
     """`placements=False` skips the data layout records (timing-only runs of the largest programs).
     `lazy=True` returns channel streams that build their commands when read (LazyStream): for a
     streamed simulation of programs too large to hold.
@@ -174,8 +196,9 @@ def decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, p
         return _decode(problem, lowering, solution, placements, lazy)
 
 
-def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool,
-            lazy: bool) -> Compiled:
+def _decode(
+    problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool, lazy: bool
+) -> Compiled:
     want_placements = placements
     hw, program = lowering.hw, lowering.program
     groups = {g.name: g for g in problem.groups}
@@ -201,22 +224,44 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
                 placements.extend(lay.placements())
             in_banks.update(p.resident for p in pl.shape.parts) if pl.shape.parts else in_banks.add(pl.shape.resident)
             if pl.kind is TilingKind.HOSTGEMV:
-                for res in dict.fromkeys(p.resident for p in pl.shape.parts) if pl.shape.parts else (pl.shape.resident,):
+                for res in (
+                    dict.fromkeys(p.resident for p in pl.shape.parts) if pl.shape.parts else (pl.shape.resident,)
+                ):
                     sym.id(host_copy(res))
         for role in mode.payload.roles.values():
             if role.role is Role.HMVS:  # the staging tensors the HMVs add into
                 for o, _r0, _n in role.arg:
                     sym.id(staging(program.op(o).outputs[0]))
         for task in mode.tasks:
-            commands[task.name] = _task_commands(hw, program, sym, op_index, groups, task, mode.payload.roles[task.name],
-                                                 tilings, layouts[job.name], timings, encode, layers)
+            commands[task.name] = _task_commands(
+                hw,
+                program,
+                sym,
+                op_index,
+                groups,
+                task,
+                mode.payload.roles[task.name],
+                tilings,
+                layouts[job.name],
+                timings,
+                encode,
+                layers,
+            )
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
-    host_ops = [o for j in problem.jobs for r in chosen[j.name].payload.roles.values()
-                for o in ((r.arg,) if r.role is Role.HOP else r.arg if r.role is Role.HOPS else ())]
+    host_ops = [
+        o
+        for j in problem.jobs
+        for r in chosen[j.name].payload.roles.values()
+        for o in ((r.arg,) if r.role is Role.HOP else r.arg if r.role is Role.HOPS else ())
+    ]
     # (a host GEMV or attention reads its bank-resident matrix through RD into X#host, not from host memory)
-    host_reads = {n for o in host_ops for k, n in enumerate(program.op(o).inputs)
-                  if not (program.op(o).kind in PIM_CAPABLE and k == RESIDENT_OPERAND[program.op(o).kind])}
+    host_reads = {
+        n
+        for o in host_ops
+        for k, n in enumerate(program.op(o).inputs)
+        if not (program.op(o).kind in PIM_CAPABLE and k == RESIDENT_OPERAND[program.op(o).kind])
+    }
     for t in program.tensors.values():
         if t.role.value != "kv_cache" and (t.name not in in_banks or t.name in host_reads):
             sym.id(t.name)  # (a tied embedding table is gathered by the host and streamed by PIM)
@@ -311,7 +356,7 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
 
     def makespan() -> int:
         last_done = max((p.completion for p in placed.values()), default=0)
-        for g, rs in refs.items():
+        for rs in refs.values():
             if rs:
                 last_done = max(last_done, rs[-1] + hw.timing.p("tRFC"))
         return last_done
@@ -331,8 +376,15 @@ def _decode(problem: SchedulingProblem, lowering: Lowering, solution: Solution, 
 
     order = sorted(placed.values(), key=lambda p: (p.start, job_pos[job_of_task[p.task]], p.task))
     plan = signal_plan(order, channels_of, preds, res_of)
-    stream_channels, stream_host = assemble.streams(order, channels_of, plan, refs,
-                                                    {g: list(groups[g].channels) for g in groups},
-                                                    hw.organization.channels, lazy, encode)
+    stream_channels, stream_host = assemble.streams(
+        order,
+        channels_of,
+        plan,
+        refs,
+        {g: list(groups[g].channels) for g in groups},
+        hw.organization.channels,
+        lazy,
+        encode,
+    )
     streams = StreamSet(hw.name, ISA_VERSION, sym.names, stream_channels, stream_host, placements)
     return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used)

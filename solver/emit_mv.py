@@ -15,6 +15,7 @@ The order is what makes it fast; the simulator's earliest-legal-cycle issue make
 its MACs, each DRAM row is activated only when needed and precharged right after use, nothing
 overlaps.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -26,11 +27,11 @@ import numpy as np
 from hwmodel import Hardware
 from hwmodel.isa import Instruction, make
 
+from .layout import Layout
 from .payload import Style
 from .refresh_points import with_refresh
-from .layout import Layout
-from .symbols import Symbols, staging
 from .relocate import Relocations, task_table
+from .symbols import Symbols, staging
 from .tiling import channel_signature
 
 
@@ -137,8 +138,17 @@ class MVEmitter:
             for vi, v in enumerate(self._group_vectors(g)):
                 for a0, a1 in runs:
                     tensor, offset = sh.output_at(m, v, pr0 + a0)
-                    out.append(make("RDACC", bank=bank, acc=vi * t.rows_per_pass + a0, count=a1 - a0,
-                                    dst=self._staging_id(tensor), offset=offset, stride=1))
+                    out.append(
+                        make(
+                            "RDACC",
+                            bank=bank,
+                            acc=vi * t.rows_per_pass + a0,
+                            count=a1 - a0,
+                            dst=self._staging_id(tensor),
+                            offset=offset,
+                            stride=1,
+                        )
+                    )
         return out
 
     def _staging_id(self, tensor: str) -> int:
@@ -163,7 +173,7 @@ class MVEmitter:
         steps = list(self.steps())
         access: list[tuple[int, int, int, int, int]] = []
         cb, cols = t.chunk_bursts, lay.columns
-        for si, (slot, p, g, c) in enumerate(steps):
+        for si, (slot, p, _g, c) in enumerate(steps):
             n = t.chunk_len(c)
             first = lay.run_index(slot, p, c, 0) * cb
             for a in range(t.pass_rows(p)):
@@ -188,9 +198,13 @@ class MVEmitter:
         template = self._templates.get(sig)
         if template is None:
             seq = self._emit(ci)
-            self._templates[sig] = _Template(ci, self._slot_matrices(ci), seq,
-                                             [i for i, ins in enumerate(seq) if ins.op == "WRGB"],
-                                             [i for i, ins in enumerate(seq) if ins.op == "RDACC"])
+            self._templates[sig] = _Template(
+                ci,
+                self._slot_matrices(ci),
+                seq,
+                [i for i, ins in enumerate(seq) if ins.op == "WRGB"],
+                [i for i, ins in enumerate(seq) if ins.op == "RDACC"],
+            )
             return seq
         seq = list(template.commands)
         if ci == template.channel:
@@ -206,9 +220,16 @@ class MVEmitter:
         """`encode(emit(ci))` without emitting channels of the same structure again (see
         relocate.task_table; the roles: the vector, then each output's staging)."""
         t = self.t
-        return task_table(("mv", self.style), t, ci, self.lay.base_rows[t.channels[ci]], cache, layers,
-                          lambda: (self.sym.get(t.shape.vector), *(self.sym.get(staging(o)) for o in t.shape.outputs)),
-                          lambda: encode(self._emit(ci)))
+        return task_table(
+            ("mv", self.style),
+            t,
+            ci,
+            self.lay.base_rows[t.channels[ci]],
+            cache,
+            layers,
+            lambda: (self.sym.get(t.shape.vector), *(self.sym.get(staging(o)) for o in t.shape.outputs)),
+            lambda: encode(self._emit(ci)),
+        )
 
     def _slot_matrices(self, ci: int) -> tuple[int, ...]:
         """Per slot of the channel: whose vectors its WRGBs write."""
@@ -364,7 +385,7 @@ class MVEmitter:
         if prev_step is not None:
             ps, pp, pg, _pc = steps[prev_step]
             seq.extend(self._rdacc(ci, ps, pp, pg))
-        for sel, seg in sorted(open_rows.items()):
+        for _sel, seg in sorted(open_rows.items()):
             seq.append(self._pre(lay.segment_mask(seg)))
         self.split_used = loads.diverged
         return with_refresh(hw, seq)

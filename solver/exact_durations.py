@@ -6,6 +6,7 @@ holds fewer rows, or other fused-part cuts), a group's task really takes as long
 of *its* channels, which the decoder measures. A lower bound must use those: a duration the
 program can beat would not bound it.
 """
+
 from __future__ import annotations
 
 from .layout import Layout
@@ -47,7 +48,8 @@ def exact_durations(problem: SchedulingProblem, lowering: Lowering) -> dict[int,
                 role = mode.payload.roles[task.name]
                 if task.resource == HOST or role[1] not in differ:
                     continue
-                _per, end, _comp, _refs = _task_commands(hw, program, Symbols(), op_index, groups, task, role, tilings,
-                                                  layouts, timings)
+                _per, end, _comp, _refs = _task_commands(
+                    hw, program, Symbols(), op_index, groups, task, role, tilings, layouts, timings
+                )
                 out[id(task)] = end
     return out

@@ -1,5 +1,6 @@
 """Fusion candidates in a program: gemvs that share their input (one broadcast for Q/K/V, for
 gate/up) and chains of host ops that one kernel launch can run."""
+
 from __future__ import annotations
 
 from ir import OpKind, Program
@@ -19,16 +20,29 @@ def host_chains(program: Program) -> dict[str, list[str]]:
     """Elementwise/normalisation chains on the host that one kernel launch can run: consecutive
     host-only ops (in topological order, same layer) where each consumes the previous one's
     output. First op -> members (length >= 2)."""
-    host_only = {OpKind.layernorm, OpKind.rmsnorm, OpKind.rope, OpKind.softmax, OpKind.gelu, OpKind.relu,
-                 OpKind.silu, OpKind.mul, OpKind.add}
+    host_only = {
+        OpKind.layernorm,
+        OpKind.rmsnorm,
+        OpKind.rope,
+        OpKind.softmax,
+        OpKind.gelu,
+        OpKind.relu,
+        OpKind.silu,
+        OpKind.mul,
+        OpKind.add,
+    }
     order = program.topo_order()
     chains: dict[str, list[str]] = {}
     i = 0
     while i < len(order):
         run = [order[i]]
-        while (i + len(run) < len(order) and run[-1].kind in host_only and order[i + len(run)].kind in host_only
-               and run[-1].outputs[0] in order[i + len(run)].inputs
-               and run[-1].attrs.get("layer") == order[i + len(run)].attrs.get("layer")):
+        while (
+            i + len(run) < len(order)
+            and run[-1].kind in host_only
+            and order[i + len(run)].kind in host_only
+            and run[-1].outputs[0] in order[i + len(run)].inputs
+            and run[-1].attrs.get("layer") == order[i + len(run)].attrs.get("layer")
+        ):
             run.append(order[i + len(run)])
         if len(run) > 1 and run[0].kind in host_only:
             chains[run[0].name] = [o.name for o in run]

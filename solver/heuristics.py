@@ -33,6 +33,7 @@ naive
     after the previous task (on any resource) ends, plus the lag between their resources (and
     never before its edges and dependencies allow).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -51,7 +52,7 @@ class Timeline:
         self.starts: list[int] = []
         self.ends: list[int] = []
 
-    def copy(self) -> "Timeline":
+    def copy(self) -> Timeline:
         t = Timeline()
         t.starts = list(self.starts)
         t.ends = list(self.ends)
@@ -75,8 +76,16 @@ class Timeline:
 
 
 def _infeasible(method: str, message: str, t0: float) -> Solution:
-    return Solution(method=method, status=Status.INFEASIBLE, modes={}, starts={}, objective=None,
-                    bound=None, wall_seconds=time.perf_counter() - t0, message=message)
+    return Solution(
+        method=method,
+        status=Status.INFEASIBLE,
+        modes={},
+        starts={},
+        objective=None,
+        bound=None,
+        wall_seconds=time.perf_counter() - t0,
+        message=message,
+    )
 
 
 class _Scheduler:
@@ -111,27 +120,27 @@ class _Scheduler:
             starts[t.name] = s
         return starts, local
 
-    def commit(self, job: Job, mode: Mode, starts: dict[str, int],
-               local: dict[str, Timeline]) -> None:
+    def commit(self, job: Job, mode: Mode, starts: dict[str, int], local: dict[str, Timeline]) -> None:
         self.timelines.update(local)
         self.modes[job.name] = mode.name
         self.starts.update(starts)
         self.max_end = max(self.max_end, max(starts[t.name] + t.duration for t in mode.tasks))
 
 
-def _capacity_excess(problem: SchedulingProblem, modes: dict[str, str],
-                     idx: ProblemIndex) -> str | None:
+def _capacity_excess(problem: SchedulingProblem, modes: dict[str, str], idx: ProblemIndex) -> str | None:
     used = {g.name: 0 for g in problem.groups}
     for job in problem.jobs:
         for g, u in idx.mode(job.name, modes[job.name]).usage.items():
             used[g] += u * problem.repeat
-    msgs = [capacity_message(g.name, g.channels, used[g.name], g.capacity_rows)
-            for g in problem.groups if used[g.name] > g.capacity_rows]
+    msgs = [
+        capacity_message(g.name, g.channels, used[g.name], g.capacity_rows)
+        for g in problem.groups
+        if used[g.name] > g.capacity_rows
+    ]
     return "; ".join(msgs) if msgs else None
 
 
-def schedule_with_modes(problem: SchedulingProblem, modes: dict[str, str],
-                        method: str = "greedy") -> Solution:
+def schedule_with_modes(problem: SchedulingProblem, modes: dict[str, str], method: str = "greedy") -> Solution:
     """List-schedule fixed modes (jobs in problem order, tasks at their earliest fit)."""
     t0 = time.perf_counter()
     idx = problem_index(problem)
@@ -144,9 +153,16 @@ def schedule_with_modes(problem: SchedulingProblem, modes: dict[str, str],
         starts, local = sch.place(job, mode)
         sch.commit(job, mode, starts, local)
     wall = time.perf_counter() - t0
-    return Solution(method=method, status=Status.HEURISTIC, modes=sch.modes, starts=sch.starts,
-                    objective=sch.max_end, bound=None, wall_seconds=wall,
-                    history=[(wall, sch.max_end, None)])
+    return Solution(
+        method=method,
+        status=Status.HEURISTIC,
+        modes=sch.modes,
+        starts=sch.starts,
+        objective=sch.max_end,
+        bound=None,
+        wall_seconds=wall,
+        history=[(wall, sch.max_end, None)],
+    )
 
 
 def _greedy_pass(problem: SchedulingProblem, idx: ProblemIndex) -> Solution | str:
@@ -163,6 +179,7 @@ def _greedy_pass(problem: SchedulingProblem, idx: ProblemIndex) -> Solution | st
     used = {g: 0 for g in groups}
     sch = _Scheduler(problem, idx)
     for j, job in enumerate(problem.jobs):
+
         def fits(mode: Mode, lookahead: bool) -> bool:
             for g in groups:
                 need = used[g] + mode.usage.get(g, 0) * rep + (remaining[j][g] if lookahead else 0)
@@ -177,18 +194,27 @@ def _greedy_pass(problem: SchedulingProblem, idx: ProblemIndex) -> Solution | st
         for mi, mode in enumerate(cands):
             starts, local = sch.place(job, mode)
             out = mode.task(mode.output)
-            key = (starts[out.name] + out.duration,
-                   sum(mode.usage.values()),
-                   max(starts[t.name] + t.duration for t in mode.tasks),
-                   mi)
+            key = (
+                starts[out.name] + out.duration,
+                sum(mode.usage.values()),
+                max(starts[t.name] + t.duration for t in mode.tasks),
+                mi,
+            )
             if best is None or key < best[0]:
                 best = (key, mode, starts, local)
         _, mode, starts, local = best
         sch.commit(job, mode, starts, local)
         for g in groups:
             used[g] += mode.usage.get(g, 0) * rep
-    return Solution(method=Method.GREEDY, status=Status.HEURISTIC, modes=sch.modes, starts=sch.starts,
-                    objective=sch.max_end, bound=None, wall_seconds=0.0)
+    return Solution(
+        method=Method.GREEDY,
+        status=Status.HEURISTIC,
+        modes=sch.modes,
+        starts=sch.starts,
+        objective=sch.max_end,
+        bound=None,
+        wall_seconds=0.0,
+    )
 
 
 def _packing_modes(problem: SchedulingProblem, idx: ProblemIndex) -> dict[str, str] | None:
@@ -205,8 +231,7 @@ def _packing_modes(problem: SchedulingProblem, idx: ProblemIndex) -> dict[str, s
         return min(sum(m.usage.values()) for m in job.modes)
 
     order = sorted(range(len(problem.jobs)), key=lambda j: (-least(problem.jobs[j]), j))
-    remaining = {g: sum(min(m.usage.get(g, 0) for m in j.modes) * rep for j in problem.jobs)
-                 for g in groups}
+    remaining = {g: sum(min(m.usage.get(g, 0) for m in j.modes) * rep for j in problem.jobs) for g in groups}
     used = {g: 0 for g in groups}
     modes: dict[str, str] = {}
     for j in order:
@@ -260,10 +285,17 @@ def solve_greedy(problem: SchedulingProblem, naive_prefix: str = "naive") -> Sol
                 candidates.append(c)
     if not candidates:
         # not a proof of infeasibility (the per-group check passed): say so
-        return Solution(method=Method.GREEDY, status=Status.UNKNOWN, modes={}, starts={}, objective=None,
-                        bound=None, wall_seconds=time.perf_counter() - t0,
-                        message=f"greedy found no mode choice within capacity ({a}); the "
-                                "problem may still be feasible (solve_cpsat decides)")
+        return Solution(
+            method=Method.GREEDY,
+            status=Status.UNKNOWN,
+            modes={},
+            starts={},
+            objective=None,
+            bound=None,
+            wall_seconds=time.perf_counter() - t0,
+            message=f"greedy found no mode choice within capacity ({a}); the "
+            "problem may still be feasible (solve_cpsat decides)",
+        )
     best = min(candidates, key=lambda s: s.objective)
     wall = time.perf_counter() - t0
     best.wall_seconds = wall
@@ -297,10 +329,16 @@ def solve_naive(problem: SchedulingProblem, mode_name_prefix: str = "naive") -> 
             prev_end, prev_res = est + t.duration, t.resource
             max_end = max(max_end, prev_end)
     wall = time.perf_counter() - t0
-    return Solution(method=Method.NAIVE, status=Status.HEURISTIC, modes=modes, starts=starts,
-                    objective=max_end, bound=None, wall_seconds=wall,
-                    history=[(wall, max_end, None)])
+    return Solution(
+        method=Method.NAIVE,
+        status=Status.HEURISTIC,
+        modes=modes,
+        starts=starts,
+        objective=max_end,
+        bound=None,
+        wall_seconds=wall,
+        history=[(wall, max_end, None)],
+    )
 
 
-__all__ = ["solve_greedy", "solve_naive", "schedule_with_modes", "naive_modes", "Timeline",
-           "HOST"]
+__all__ = ["solve_greedy", "solve_naive", "schedule_with_modes", "naive_modes", "Timeline", "HOST"]

@@ -1,4 +1,5 @@
 """Emit host-dispatch alternatives: weights read over the link (RD sweeps) for a host GEMV."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,10 +7,10 @@ import numpy as np
 from hwmodel import Hardware
 from hwmodel.isa import Instruction, make, make_args
 
-from .refresh_points import with_refresh
 from .layout import Layout
-from .symbols import Symbols, host_copy
+from .refresh_points import with_refresh
 from .relocate import Relocations, task_table
+from .symbols import Symbols, host_copy
 
 
 def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> list[Instruction]:
@@ -32,7 +33,8 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
             if res not in dst:
                 dst[res] = symbols.id(host_copy(res))
             by_segment.setdefault(addr.segment, []).append(
-                (lay.bank(pu, addr.segment), addr.col, t.chunk_len(c), sh.element_index(m, pr0 + a, k0), dst[res]))
+                (lay.bank(pu, addr.segment), addr.col, t.chunk_len(c), sh.element_index(m, pr0 + a, k0), dst[res])
+            )
     seq: list[Instruction] = []
     for seg in sorted(by_segment):
         mask = lay.segment_mask(seg)
@@ -44,12 +46,20 @@ def emit_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int) -> li
     return with_refresh(hw, seq)
 
 
-def encoded_weight_read(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, cache: dict, encode,
-                        layers: Relocations | None = None) -> np.ndarray:
+def encoded_weight_read(
+    hw: Hardware, lay: Layout, symbols: Symbols, ci: int, cache: dict, encode, layers: Relocations | None = None
+) -> np.ndarray:
     """`encode(emit_weight_read(...))` without emitting channels of the same structure again (see
     relocate.task_table; the roles: each part's host copy)."""
     t = lay.t
     residents = [p.resident for p in t.shape.parts] if t.shape.parts else [t.shape.resident]
-    return task_table(("rd",), t, ci, lay.base_rows[t.channels[ci]], cache, layers,
-                      lambda: tuple(symbols.get(host_copy(r)) for r in residents),
-                      lambda: encode(emit_weight_read(hw, lay, symbols, ci)))
+    return task_table(
+        ("rd",),
+        t,
+        ci,
+        lay.base_rows[t.channels[ci]],
+        cache,
+        layers,
+        lambda: tuple(symbols.get(host_copy(r)) for r in residents),
+        lambda: encode(emit_weight_read(hw, lay, symbols, ci)),
+    )

@@ -19,6 +19,7 @@ Both bounds are valid for every feasible schedule (they only relax the mode choi
 domains `[head, H - duration - tail]` and the makespan domain `[lower_bound, H]` cut nothing
 feasible.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -81,7 +82,7 @@ def solution_makespan(problem: SchedulingProblem, solution: Solution) -> int:
     return lumped_makespan(problem, max_end, work)
 
 
-def problem_index(problem: SchedulingProblem) -> "ProblemIndex":
+def problem_index(problem: SchedulingProblem) -> ProblemIndex:
     """Validate and index `problem` (cheap: linear in tasks + edges + dependencies)."""
     return ProblemIndex(problem)
 
@@ -147,20 +148,20 @@ class ProblemIndex:
                     if e.before not in names or e.after not in names:
                         raise ValueError(
                             f"job {job.name!r} mode {mode.name!r}: edge {e.before}->{e.after} "
-                            "names a task outside the mode")
+                            "names a task outside the mode"
+                        )
                     self.in_edges[e.after].append((e.before, e.lag))
                     self.out_edges[e.before].append((e.after, e.lag))
                 if mode.output not in names:
-                    raise ValueError(f"job {job.name!r} mode {mode.name!r}: output {mode.output!r} "
-                                     "is not a task of the mode")
+                    raise ValueError(
+                        f"job {job.name!r} mode {mode.name!r}: output {mode.output!r} is not a task of the mode"
+                    )
                 for i in mode.inputs:
                     if i not in names:
-                        raise ValueError(f"job {job.name!r} mode {mode.name!r}: input {i!r} "
-                                         "is not a task of the mode")
+                        raise ValueError(f"job {job.name!r} mode {mode.name!r}: input {i!r} is not a task of the mode")
                 for g, rows in mode.usage.items():
                     if g not in groups:
-                        raise ValueError(f"job {job.name!r} mode {mode.name!r}: usage of unknown "
-                                         f"group {g!r}")
+                        raise ValueError(f"job {job.name!r} mode {mode.name!r}: usage of unknown group {g!r}")
                     if rows < 0:
                         raise ValueError(f"job {job.name!r} mode {mode.name!r}: negative usage")
                 self.topo[key] = self._topo_order(job, mode)
@@ -333,8 +334,7 @@ class ProblemIndex:
         msgs = []
         for g in self.problem.groups:
             if need[g.name] > g.capacity_rows:
-                msgs.append(capacity_message(g.name, g.channels, need[g.name], g.capacity_rows,
-                                             at_least=True))
+                msgs.append(capacity_message(g.name, g.channels, need[g.name], g.capacity_rows, at_least=True))
         return "; ".join(msgs) if msgs else None
 
     def _check_ops(self, d: Dependency) -> None:
@@ -346,8 +346,9 @@ class ProblemIndex:
                 raise ValueError(f"dependency {d.before}->{d.after}: ops ({pop}, {cop}) are not covered by the jobs")
             for mode in after.modes:
                 if not any(mode.reads_op(u, cop) for u in mode.inputs):
-                    raise ValueError(f"dependency {d.before}->{d.after}: no input task of mode {mode.name!r} "
-                                     f"reads op {cop}")
+                    raise ValueError(
+                        f"dependency {d.before}->{d.after}: no input task of mode {mode.name!r} reads op {cop}"
+                    )
 
     def input_waits(self, job: str, mode: Mode, chosen: Mapping[str, str]) -> dict[str, list[str]]:
         """Input task of `mode` -> the output tasks (of the producers' `chosen` modes) it waits for."""
@@ -364,8 +365,6 @@ class ProblemIndex:
             raise KeyError(f"job {job!r} has no mode {mode!r}") from None
 
 
-def capacity_message(group: str, channels: tuple[int, ...], need: int, cap: int,
-                     at_least: bool = False) -> str:
+def capacity_message(group: str, channels: tuple[int, ...], need: int, cap: int, at_least: bool = False) -> str:
     qual = "at least " if at_least else ""
-    return (f"group {group} (channels {format_channels(channels)}) needs {qual}{need:,} rows per "
-            f"bank, {cap:,} available")
+    return f"group {group} (channels {format_channels(channels)}) needs {qual}{need:,} rows per bank, {cap:,} available"

@@ -1,5 +1,6 @@
 """Emit the KV-cache append of a decode step: the new token's k (or v) written into the banks
 that hold the cache, at the layout of the attention op that reads it."""
+
 from __future__ import annotations
 
 from hwmodel import Hardware
@@ -9,7 +10,9 @@ from .layout import Layout
 from .symbols import Symbols
 
 
-def emit_kv_append(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, new_tensor: str, position: int) -> list[Instruction]:
+def emit_kv_append(
+    hw: Hardware, lay: Layout, symbols: Symbols, ci: int, new_tensor: str, position: int
+) -> list[Instruction]:
     """WR commands that store position `position` of every matrix row held on channel `ci`.
 
     attn_score layout (rows = positions): the row `position` of each (batch, kv head) matrix,
@@ -35,7 +38,8 @@ def emit_kv_append(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, new_ten
                 _pu, bank, row, col, _lane = loc
                 offset = (b * sh.groups + g) * sh.head_dim + k0
                 writes.setdefault((bank, row), []).append(
-                    make("WR", bank=bank, col=col, count=t.chunk_len(c), src=src, offset=offset, emask=0xFFFF))
+                    make("WR", bank=bank, col=col, count=t.chunk_len(c), src=src, offset=offset, emask=0xFFFF)
+                )
         else:
             for d in range(sl.row0, sl.row1):
                 loc = lay.locate(ci, sl.matrix, d, position, slot)
@@ -43,7 +47,8 @@ def emit_kv_append(hw: Hardware, lay: Layout, symbols: Symbols, ci: int, new_ten
                 _pu, bank, row, col, lane = loc
                 offset = (b * sh.groups + g) * sh.head_dim + d
                 writes.setdefault((bank, row), []).append(
-                    make("WR", bank=bank, col=col, count=1, src=src, offset=offset, emask=1 << lane))
+                    make("WR", bank=bank, col=col, count=1, src=src, offset=offset, emask=1 << lane)
+                )
     seq: list[Instruction] = []
     # batches of distinct banks: activate them all, write, precharge them all
     pending = sorted(writes.items())

@@ -7,6 +7,7 @@ bursts. Runs never straddle a DRAM row (chunk_bursts divides the row's columns).
 other one is precharged and activated), so segment i lives in bank `pu*bpp + i % bpp`, DRAM row
 `base_row + i // bpp`. Every unit of every channel of the tiling uses the same addresses.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -114,8 +115,12 @@ class Layout:
         epb, cb, cols = t.elements_per_burst, t.chunk_bursts, self.columns
         stride_k = sh.element_stride()
         # burst offset of the first run of every (slot, pass, chunk): the same in every unit
-        first = {(slot, p, c): self.run_index(slot, p, c, 0) * cb
-                 for slot in range(t.slot_count) for p in range(t.passes) for c in range(t.chunks)}
+        first = {
+            (slot, p, c): self.run_index(slot, p, c, 0) * cb
+            for slot in range(t.slot_count)
+            for p in range(t.passes)
+            for c in range(t.chunks)
+        }
         out: list[Placement] = []
         for ci, ch in enumerate(t.channels):
             for slot, pu, m, pr0, nrows, p, c in self.pass_blocks(ci):
@@ -127,8 +132,19 @@ class Layout:
                     # the pass's rows are consecutive runs in one DRAM row
                     start = sh.element_index(m, pr0, k0)
                     row_stride = sh.element_index(m, pr0 + 1, k0) - start if nrows > 1 else 0
-                    out.append(Placement(sh.resident_at(pr0), ch, self.bank(pu, seg0), self.row(ch, seg0),
-                                         b0 % cols, start, klen, nrows, row_stride))
+                    out.append(
+                        Placement(
+                            sh.resident_at(pr0),
+                            ch,
+                            self.bank(pu, seg0),
+                            self.row(ch, seg0),
+                            b0 % cols,
+                            start,
+                            klen,
+                            nrows,
+                            row_stride,
+                        )
+                    )
                     continue
                 for a in range(nrows):
                     burst = b0 + a * cb
@@ -142,14 +158,15 @@ class Layout:
                         out.append(Placement(tensor, ch, bank, row, col, start, 1, klen, stride_k))
         return out
 
-    def locate(self, ch_index: int, m: int, row: int, k: int,
-               slot: int | None = None) -> tuple[int, int, int, int, int] | None:
+    def locate(
+        self, ch_index: int, m: int, row: int, k: int, slot: int | None = None
+    ) -> tuple[int, int, int, int, int] | None:
         """(pu, bank, dram row, col, lane) of matrix m's element (row, k) on that channel (in
         `slot` if the caller knows it). The unit follows from the row: units hold consecutive
         runs of rows_per_pu rows of the slot's slice."""
         t = self.t
         epb = t.elements_per_burst
-        for slot in range(t.slot_count) if slot is None else (slot,):
+        for slot in range(t.slot_count) if slot is None else (slot,):  # noqa: B020  (one slot, or every slot)
             sl = t.slots[ch_index][slot]
             if sl is None or sl.matrix != m or not sl.row0 <= row < sl.row1:
                 continue

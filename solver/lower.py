@@ -11,6 +11,7 @@ Every task's duration comes from emitting its commands and issuing them with the
 rules (`task_timing`). Durations are cached per (op shape, group count, style): repeated layers
 cost one emission.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -20,9 +21,9 @@ from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, epilogue_cyc
 from ir import OpKind, Program
 
 from .emit_mv import MVEmitter
+from .fusion import fusion_groups, host_chains
 from .host_emit import emit_weight_read
 from .layout import Layout
-from .fusion import fusion_groups, host_chains
 from .mvshape import MVShape, fused_shape, mv_shape
 from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
@@ -143,8 +144,15 @@ class Lowerer:
         return worst
 
     # ---- jobs --------------------------------------------------------------------------------
-    def _pim_modes(self, name: str, shape: MVShape, append: tuple[str, int] | None, tag_prefix: str = "pim",
-                   subsets: str | None = None, append_op: str | None = None) -> list[Mode]:
+    def _pim_modes(
+        self,
+        name: str,
+        shape: MVShape,
+        append: tuple[str, int] | None,
+        tag_prefix: str = "pim",
+        subsets: str | None = None,
+        append_op: str | None = None,
+    ) -> list[Mode]:
         """PIM modes over every candidate group subset: per group one task (+ its KV append),
         then the epilogues of the covered ops on the host, one after another (one kernel launch
         when the mode covers a fused group). The append reads only the new K/V (op `append_op`),
@@ -193,8 +201,18 @@ class Lowerer:
             else:
                 roles[epis[0].name] = TaskRole(Role.EPI, shape.ops[0])
             payload = ModePayload((MVPayload(TilingKind.MV, name, shape, gnames, channels, style, append),), roles)
-            modes.append(Mode(tag, tuple(tasks) + tuple(epis), tuple(edges), tuple(inputs), epis[-1].name, usage,
-                              payload, reads=reads))
+            modes.append(
+                Mode(
+                    tag,
+                    tuple(tasks) + tuple(epis),
+                    tuple(edges),
+                    tuple(inputs),
+                    epis[-1].name,
+                    usage,
+                    payload,
+                    reads=reads,
+                )
+            )
         return modes
 
     def _unfused_modes(self, name: str, ops: list[str], style: str | None = None) -> list[Mode]:
@@ -231,8 +249,18 @@ class Lowerer:
             prev_epi = epi
             payloads.append(MVPayload(TilingKind.MV, op, shape, tuple(g.name for g in self.groups), channels, style))
         outputs = {op: f"{name}/{tag}/epi/{op}" for op in ops}  # each op's result after its own epilogue
-        return [Mode(f"{tag}[all]", tuple(tasks), tuple(edges), tuple(inputs), prev_epi.name, usage,
-                     ModePayload(tuple(payloads), roles), outputs=outputs)]
+        return [
+            Mode(
+                f"{tag}[all]",
+                tuple(tasks),
+                tuple(edges),
+                tuple(inputs),
+                prev_epi.name,
+                usage,
+                ModePayload(tuple(payloads), roles),
+                outputs=outputs,
+            )
+        ]
 
     def _host_gemv_mode(self, name: str, op_index: int, shape: MVShape) -> Mode:
         """Weights stay in all groups' banks (same layout as the all-group PIM mode), are read over
@@ -246,12 +274,19 @@ class Lowerer:
             tasks.append(t)
             edges.append(Edge(t.name, hop.name, self.hw.host.sync_cycles))
         usage = {g.name: layout.rows_per_bank for g in self.groups}
-        tiling = MVPayload(TilingKind.HOSTGEMV, self.p.ops[op_index].name, shape, tuple(g.name for g in self.groups),
-                           channels, self.opt.style)
+        tiling = MVPayload(
+            TilingKind.HOSTGEMV,
+            self.p.ops[op_index].name,
+            shape,
+            tuple(g.name for g in self.groups),
+            channels,
+            self.opt.style,
+        )
         roles = {t.name: TaskRole(Role.RD, 0) for t in tasks}
         roles[hop.name] = TaskRole(Role.HOP, self.p.ops[op_index].name)
-        return Mode("host", tuple(tasks) + (hop,), tuple(edges), (hop.name,),
-                    hop.name, usage, ModePayload((tiling,), roles))
+        return Mode(
+            "host", tuple(tasks) + (hop,), tuple(edges), (hop.name,), hop.name, usage, ModePayload((tiling,), roles)
+        )
 
     def build(self) -> tuple[SchedulingProblem, Lowering]:
         p = self.p
@@ -275,8 +310,9 @@ class Lowerer:
                 if ap is not None:
                     covered.insert(0, ap.name)
                     absorbed[ap.name] = op.name
-                modes = self._pim_modes(op.name, mv_shape(p, op.name), append,
-                                        append_op=ap.name if ap is not None else None)
+                modes = self._pim_modes(
+                    op.name, mv_shape(p, op.name), append, append_op=ap.name if ap is not None else None
+                )
             elif op.kind is OpKind.gemv and op.name in fusion:
                 members = fusion[op.name]
                 covered = list(members)
@@ -318,7 +354,17 @@ class Lowerer:
                 continue
             else:
                 hop = Task(f"{op.name}/hop", HOST, self.host_cycles.op(i))
-                modes = [Mode("host", (hop,), (), (hop.name,), hop.name, {}, ModePayload((), {hop.name: TaskRole(Role.HOP, op.name)}))]
+                modes = [
+                    Mode(
+                        "host",
+                        (hop,),
+                        (),
+                        (hop.name,),
+                        hop.name,
+                        {},
+                        ModePayload((), {hop.name: TaskRole(Role.HOP, op.name)}),
+                    )
+                ]
             if self.opt.style == Style.NAIVE:
                 modes = modes[:1]
             jobs.append(self._job(op.name, covered, modes))
@@ -330,15 +376,17 @@ class Lowerer:
         for a, b in deps:
             if job_name[a] != job_name[b] and job_name[a] in names and job_name[b] in names:
                 pairs.setdefault((job_name[a], job_name[b]), set()).add((a, b))
-        dependencies = [Dependency(a, b, tuple(sorted(pairs[(a, b)], key=lambda ab: (index[ab[0]], index[ab[1]]))))
-                        for a, b in sorted(pairs, key=lambda d: (position[d[1]], position[d[0]]))]
+        dependencies = [
+            Dependency(a, b, tuple(sorted(pairs[(a, b)], key=lambda ab: (index[ab[0]], index[ab[1]]))))
+            for a, b in sorted(pairs, key=lambda d: (position[d[1]], position[d[0]]))
+        ]
         t = self.hw.timing
-        refresh = Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh, t.max_pulled_in_refresh,
-                          t.max_refresh_interval)
+        refresh = Refresh(
+            t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh, t.max_pulled_in_refresh, t.max_refresh_interval
+        )
         problem = SchedulingProblem(p.name, jobs, dependencies, self.groups, refresh, self.hw.host.sync_cycles)
         problem.horizon = problem.trivial_horizon()
         return problem, self.lowering
-
 
     def _job(self, name: str, covered: list[str], modes: list[Mode]) -> Job:
         if not modes:
@@ -347,7 +395,8 @@ class Lowerer:
             raise LoweringError(
                 f"{name}: no tiling fits a bank: the smallest candidate needs {need:,} rows per bank "
                 f"({need * org.row_bytes / 2**20:,.2f} MiB), a bank has {org.rows:,} rows "
-                f"({org.bank_bytes / 2**20:,.2f} MiB); add channels or rows")
+                f"({org.bank_bytes / 2**20:,.2f} MiB); add channels or rows"
+            )
         return Job(name, tuple(covered), tuple(modes), self._layer(covered))
 
     def _layer(self, covered: list[str]) -> int | None:
@@ -360,22 +409,37 @@ class Lowerer:
         index = {op.name: i for i, op in enumerate(self.p.ops)}
         costs = [self.host_cycles.op(index[o]) for o in ops]
         fused = Task(f"{name}/fused", HOST, sum(chain_cycles(self.hw, self.p, [index[o] for o in ops])))
-        modes = [Mode("fused", (fused,), (), (fused.name,), fused.name, {}, ModePayload((), {fused.name: TaskRole(Role.HOPS, tuple(ops))}))]
+        modes = [
+            Mode(
+                "fused",
+                (fused,),
+                (),
+                (fused.name,),
+                fused.name,
+                {},
+                ModePayload((), {fused.name: TaskRole(Role.HOPS, tuple(ops))}),
+            )
+        ]
         tasks = [Task(f"{name}/host/{o}", HOST, c) for o, c in zip(ops, costs)]
         edges = tuple(Edge(a.name, b.name, 0) for a, b in zip(tasks, tasks[1:]))
         roles = {t.name: TaskRole(Role.HOP, o) for t, o in zip(tasks, ops)}
         modes.append(Mode("host", tuple(tasks), edges, (tasks[0].name,), tasks[-1].name, {}, ModePayload((), roles)))
         return modes
 
-    def _job_deps(self, job: str, covered: list[str], producers: dict[str, str], absorbed: dict[str, str],
-                  deps: set[tuple[str, str]]) -> None:
+    def _job_deps(
+        self,
+        job: str,
+        covered: list[str],
+        producers: dict[str, str],
+        absorbed: dict[str, str],
+        deps: set[tuple[str, str]],
+    ) -> None:
         """Op-level edges (producer op -> covered op); mapped to jobs once all jobs exist."""
         for cname in covered:
             for t in self.p.op(cname).inputs:
                 src = producers.get(t)
                 if src is not None and src not in covered:
                     deps.add((src, cname))
-
 
 
 class LoweringError(ValueError):

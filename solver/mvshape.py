@@ -11,6 +11,7 @@ never look at the op kind again.
 - attn_context o[b, h, d] = sum_t p[b, h, t] V[b, g, t, d]: a matrix per (b, g), rows d, k = t
                (V read transposed), vectors = the probability rows p[b, h] of the heads of g.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -139,8 +140,9 @@ def mv_shape(program: Program, op_name: str) -> MVShape:
         for d in x.shape[:-1]:
             batch *= d
         part = Part(op.name, w.name, op.outputs[0], 0, n)
-        return MVShape(op.name, op.kind, w.name, x.name, op.outputs[0], 1, n, k, batch, "gemv", batch=batch,
-                       parts=(part,))
+        return MVShape(
+            op.name, op.kind, w.name, x.name, op.outputs[0], 1, n, k, batch, "gemv", batch=batch, parts=(part,)
+        )
     if op.kind in (OpKind.attn_score, OpKind.attn_context):
         a = op.attrs
         heads, kvh, hd, pos = a["heads"], a["kv_heads"], a["head_dim"], a["position"]
@@ -150,10 +152,42 @@ def mv_shape(program: Program, op_name: str) -> MVShape:
         hpg = heads // kvh
         length = pos + 1
         if op.kind is OpKind.attn_score:
-            return MVShape(op.name, op.kind, root, op.inputs[0], op.outputs[0], batch * kvh, length, hd, hpg,
-                           "score", batch, kvh, hpg, hd, max_ctx, heads)
-        return MVShape(op.name, op.kind, root, op.inputs[0], op.outputs[0], batch * kvh, hd, length, hpg,
-                       "context", batch, kvh, hpg, hd, max_ctx, heads)
+            return MVShape(
+                op.name,
+                op.kind,
+                root,
+                op.inputs[0],
+                op.outputs[0],
+                batch * kvh,
+                length,
+                hd,
+                hpg,
+                "score",
+                batch,
+                kvh,
+                hpg,
+                hd,
+                max_ctx,
+                heads,
+            )
+        return MVShape(
+            op.name,
+            op.kind,
+            root,
+            op.inputs[0],
+            op.outputs[0],
+            batch * kvh,
+            hd,
+            length,
+            hpg,
+            "context",
+            batch,
+            kvh,
+            hpg,
+            hd,
+            max_ctx,
+            heads,
+        )
     raise ValueError(f"op {op_name} ({op.kind.value}) is not PIM-capable")
 
 
@@ -167,8 +201,20 @@ def fused_shape(program: Program, op_names: list[str], name: str) -> MVShape:
     for s in shapes:
         parts.append(Part(s.op, s.resident, s.output, row0, s.rows))
         row0 += s.rows
-    return MVShape(name, first.kind, first.resident, first.vector, first.output, 1, row0, first.k, first.vectors,
-                   "gemv", batch=first.batch, parts=tuple(parts))
+    return MVShape(
+        name,
+        first.kind,
+        first.resident,
+        first.vector,
+        first.output,
+        1,
+        row0,
+        first.k,
+        first.vectors,
+        "gemv",
+        batch=first.batch,
+        parts=tuple(parts),
+    )
 
 
 def row_range(shape: MVShape, lo: int, hi: int, name: str) -> MVShape:
@@ -182,5 +228,17 @@ def row_range(shape: MVShape, lo: int, hi: int, name: str) -> MVShape:
         a, b = max(lo, p.row0), min(hi, p.row0 + p.rows)
         if a < b:
             parts.append(Part(p.op, p.resident, p.output, a - lo, b - a, p.src0 + a - p.row0, p.op_rows))
-    return MVShape(name, shape.kind, parts[0].resident, shape.vector, parts[0].output, 1, hi - lo, shape.k,
-                   shape.vectors, "gemv", batch=shape.batch, parts=tuple(parts))
+    return MVShape(
+        name,
+        shape.kind,
+        parts[0].resident,
+        shape.vector,
+        parts[0].output,
+        1,
+        hi - lo,
+        shape.k,
+        shape.vectors,
+        "gemv",
+        batch=shape.batch,
+        parts=tuple(parts),
+    )

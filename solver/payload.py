@@ -6,6 +6,7 @@ solver/split.py) builds them and the decoder (solver/decode.py), the bound's exa
 a member equals and hashes as its value, so caches keyed by them and the streams are the same as
 when they were plain strings.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

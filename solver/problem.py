@@ -25,6 +25,7 @@ rules) and consumed by `solver.cpsat` and `solver.heuristics`, which return a `S
   group's `capacity_rows` (rows per bank left after the reserved KV cache and other fixed data).
 - Refresh: every channel group owes one REF (tRFC busy cycles) every tREFI cycles.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -67,9 +68,13 @@ class Mode:
     inputs: tuple[str, ...]  # task names that read the job's inputs
     output: str  # task name whose end = job results in host memory
     usage: dict[str, int] = field(default_factory=dict)  # group -> DRAM rows per bank
-    payload: "ModePayload | None" = None  # lowering data for the decoder (opaque to solvers)
-    outputs: dict[str, str] = field(default_factory=dict)  # covered op -> task after which its result is ready (default: output)
-    reads: dict[str, tuple[str, ...]] = field(default_factory=dict)  # input task -> covered ops whose inputs it reads (default: all)
+    payload: ModePayload | None = None  # lowering data for the decoder (opaque to solvers)
+    outputs: dict[str, str] = field(
+        default_factory=dict
+    )  # covered op -> task after which its result is ready (default: output)
+    reads: dict[str, tuple[str, ...]] = field(
+        default_factory=dict
+    )  # input task -> covered ops whose inputs it reads (default: all)
 
     def output_of(self, op: str) -> str:
         return self.outputs.get(op, self.output)
@@ -206,9 +211,9 @@ class SearchEnd(str, Enum):
     """What ended a CP-SAT search. `proof` and `work_budget` are reproducible (the same result on
     every run, whatever the machine's load); `wall_clock` is not."""
 
-    proof = "proof"               # OPTIMAL or INFEASIBLE proven (or the hint met the lower bound)
-    work_budget = "work budget"   # the deterministic-time budget ran out
-    wall_clock = "wall clock"     # the wall-clock guard stopped it first: depends on the load
+    proof = "proof"  # OPTIMAL or INFEASIBLE proven (or the hint met the lower bound)
+    work_budget = "work budget"  # the deterministic-time budget ran out
+    wall_clock = "wall clock"  # the wall-clock guard stopped it first: depends on the load
 
     def __str__(self) -> str:
         return self.value
@@ -227,7 +232,7 @@ class Solution:
     wall_seconds: float
     history: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # (t, incumbent, bound)
     message: str = ""
-    search_end: "SearchEnd | None" = None  # cpsat: what ended the search (None: a heuristic)
+    search_end: SearchEnd | None = None  # cpsat: what ended the search (None: a heuristic)
     deterministic_seconds: float | None = None  # cpsat: CP-SAT's deterministic time the search used
 
     @property

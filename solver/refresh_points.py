@@ -14,6 +14,7 @@ sequence computes the same thing (global buffer, accumulators and staging are no
 The decoder reads the REFs' exact relative cycles from the task's timing (TaskTiming.refreshes)
 and counts them like its own.
 """
+
 from __future__ import annotations
 
 from hwmodel import Hardware
@@ -32,8 +33,12 @@ def _field(ins: Instruction, name: str) -> int:
 def _estimate(hw: Hardware, seq: list[Instruction]) -> int:
     """A quick lower estimate of the sequence's duration (bursts at their sweep spacing)."""
     t = hw.timing
-    per = {"MAC": hw.mac_interval, "RD": max(t.p("tCCD_S"), hw.link_cycles),
-           "WR": max(t.p("tCCD_S"), hw.link_cycles), "WRGB": max(t.p("tCCD_S"), hw.link_cycles)}
+    per = {
+        "MAC": hw.mac_interval,
+        "RD": max(t.p("tCCD_S"), hw.link_cycles),
+        "WR": max(t.p("tCCD_S"), hw.link_cycles),
+        "WRGB": max(t.p("tCCD_S"), hw.link_cycles),
+    }
     return sum(per.get(ins.op, 1) * (_field(ins, "count") if ins.op in per else 1) for ins in seq)
 
 

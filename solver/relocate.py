@@ -7,6 +7,7 @@ name (the same roles: the input vector, each part's output staging or host copy)
 run therefore emits and encodes a structure once per decode and relocates that table for every
 other layer: ACT rows shifted by the difference of base rows, symbols mapped role by role.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -18,8 +19,16 @@ from hwmodel.table import ACT, C_OP, C_ROW, C_SYM
 from .tiling import Tiling, channel_parts, channel_signature, structure_key
 
 
-def task_table(kind: tuple, t: Tiling, ci: int, base_row: int, cache: dict, layers: Relocations | None,
-               roles: Callable[[], tuple[int | None, ...]], produce: Callable[[], np.ndarray]) -> np.ndarray:
+def task_table(
+    kind: tuple,
+    t: Tiling,
+    ci: int,
+    base_row: int,
+    cache: dict,
+    layers: Relocations | None,
+    roles: Callable[[], tuple[int | None, ...]],
+    produce: Callable[[], np.ndarray],
+) -> np.ndarray:
     """The encoded commands of channel `ci` of a task of tiling `t` (an MV task or a weight read:
     `kind`), once per row distribution, base row and fused parts (tiling.channel_parts): such
     channels differ only in host offsets, which the encoding leaves out. The table is kept in
@@ -30,8 +39,11 @@ def task_table(kind: tuple, t: Tiling, ci: int, base_row: int, cache: dict, laye
     key = (kind, sig, base_row, parts)
     rows = cache.get(key)
     if rows is None:
-        rows = produce() if layers is None else layers.table((kind, structure_key(t), sig, parts), base_row, roles(),
-                                                              produce)
+        rows = (
+            produce()
+            if layers is None
+            else layers.table((kind, structure_key(t), sig, parts), base_row, roles(), produce)
+        )
         cache[key] = rows
     return rows
 
@@ -42,8 +54,9 @@ class Relocations:
     def __init__(self) -> None:
         self._first: dict[tuple, tuple[np.ndarray, int, tuple[int, ...]]] = {}
 
-    def table(self, structure: tuple, base_row: int, roles: tuple[int | None, ...],
-              produce: Callable[[], np.ndarray]) -> np.ndarray:
+    def table(
+        self, structure: tuple, base_row: int, roles: tuple[int | None, ...], produce: Callable[[], np.ndarray]
+    ) -> np.ndarray:
         """The encoded commands of a task of `structure` whose ACTs open rows from `base_row` and
         whose symbol fields name `roles` (symbol ids in role order; None: not in the table):
         relocated from the first such table, else `produce()`d. A table is kept only where every
@@ -59,8 +72,9 @@ class Relocations:
         return table
 
 
-def _relocated(table: np.ndarray, base0: int, roles0: tuple[int, ...], base_row: int,
-               roles: tuple[int, ...]) -> np.ndarray:
+def _relocated(
+    table: np.ndarray, base0: int, roles0: tuple[int, ...], base_row: int, roles: tuple[int, ...]
+) -> np.ndarray:
     out = table.copy()
     out[out[:, C_OP] == ACT, C_ROW] += base_row - base0
     if roles != roles0:

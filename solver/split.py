@@ -18,6 +18,7 @@ takes at least 2 % of P off the groups: (h / R)(P - Rd) >= 0.02 P. That leaves b
 `hbm2-pim` (P ~ 2.6 Rd); on `gddr6-aim` reading a burst costs the channel about what its 16 MACs
 do, and at batch 1 and 4 reading costs as much as computing or more.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 MIN_GAIN = 0.02  # a split that saves the groups less than this share of their work is not offered
 
 
-def host_rows_candidates(lw: "Lowerer", shape: MVShape, pim_duration: int, read_duration: int) -> list[int]:
+def host_rows_candidates(lw: Lowerer, shape: MVShape, pim_duration: int, read_duration: int) -> list[int]:
     """Host rows h to offer: the multiples of the unit count around the balance point, where the
     groups' work (1 - f) P + f Rd equals the host's f H + D + 2 sync (f = h / R)."""
     hw = lw.hw
@@ -49,8 +50,13 @@ def host_rows_candidates(lw: "Lowerer", shape: MVShape, pim_duration: int, read_
         return []
     lo, hi = int(h // q) * q, -(-int(h) // q) * q
     # worth a mode only if it takes MIN_GAIN of the groups' work off them
-    return sorted({c for c in (lo, hi) if 0 < c <= rows - q
-                   and c / rows * (pim_duration - read_duration) >= MIN_GAIN * pim_duration})
+    return sorted(
+        {
+            c
+            for c in (lo, hi)
+            if 0 < c <= rows - q and c / rows * (pim_duration - read_duration) >= MIN_GAIN * pim_duration
+        }
+    )
 
 
 def hmv_list(host_shape: MVShape) -> tuple[tuple[str, int, int], ...]:
@@ -58,11 +64,15 @@ def hmv_list(host_shape: MVShape) -> tuple[tuple[str, int, int], ...]:
     return tuple((p.op, p.src0, p.rows) for p in host_shape.parts)
 
 
-def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "split") -> list[Mode]:
+def split_modes(lw: Lowerer, name: str, shape: MVShape, tag_prefix: str = "split") -> list[Mode]:
     """Split modes of gemv job `name` over all groups (see the module docstring)."""
     hw = lw.hw
-    if lw.opt.style != Style.OVERLAP or not lw.opt.host_gemv or shape.kind_key != "gemv" \
-            or shape.k % hw.elements_per_burst:
+    if (
+        lw.opt.style != Style.OVERLAP
+        or not lw.opt.host_gemv
+        or shape.kind_key != "gemv"
+        or shape.k % hw.elements_per_burst
+    ):
         return []
     channels = tuple(c for g in lw.groups for c in g.channels)
     gnames = tuple(g.name for g in lw.groups)
@@ -106,7 +116,12 @@ def split_modes(lw: "Lowerer", name: str, shape: MVShape, tag_prefix: str = "spl
         inputs.append(hmv.name)
         roles[hmv.name], roles[epi.name] = TaskRole(Role.HMVS, hmvs), epi_role
         usage = {g: pim_layout.rows_per_bank + rd_layout.rows_per_bank for g in gnames}
-        payload = ModePayload((MVPayload(TilingKind.MV, name, pim_shape, gnames, channels, lw.opt.style),
-                               MVPayload(TilingKind.HOSTGEMV, name, host_shape, gnames, channels, lw.opt.style)), roles)
+        payload = ModePayload(
+            (
+                MVPayload(TilingKind.MV, name, pim_shape, gnames, channels, lw.opt.style),
+                MVPayload(TilingKind.HOSTGEMV, name, host_shape, gnames, channels, lw.opt.style),
+            ),
+            roles,
+        )
         modes.append(Mode(tag, tuple(tasks) + (hmv, epi), tuple(edges), tuple(inputs), epi.name, usage, payload))
     return modes

@@ -1,4 +1,5 @@
 """The symbol table of host tensors a compiled program names (ids used in instruction fields)."""
+
 from __future__ import annotations
 
 

@@ -1,11 +1,13 @@
 """Synthetic scheduling problems shared by the solver tests and the solver benchmark."""
+
 from __future__ import annotations
 
 from .problem import HOST, Edge, Mode, Task
 
 
-def pim_mode(job: str, groups: list[str], bcast: int, mac: int, readout: int, gather: int,
-             rows: int, name: str | None = None) -> Mode:
+def pim_mode(
+    job: str, groups: list[str], bcast: int, mac: int, readout: int, gather: int, rows: int, name: str | None = None
+) -> Mode:
     """Broadcast -> MAC -> read-out on each group of `groups`, then a host gather (output)."""
     name = name or f"pim[{','.join(groups)}]"
     k = len(groups)

@@ -7,6 +7,7 @@ Its `duration` is the cycle from which *any* command may follow (every constrain
 commands start has expired), so tasks placed back to back on a channel stay legal;
 `completion` is when its last data has landed (what a SIG after it waits for).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,11 @@ class TaskTiming:
     refreshes: tuple[int, ...] = ()  # relative cycles of the task's own REFs (long tasks)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TaskTiming) and (self.duration, self.completion) == (other.duration, other.completion) \
+        return (
+            isinstance(other, TaskTiming)
+            and (self.duration, self.completion) == (other.duration, other.completion)
             and np.array_equal(self.issue, other.issue)
+        )
 
     __hash__ = None  # an array inside: compared by value, not hashable
 
@@ -47,8 +51,10 @@ def use_oracle(oracle: TimingOracle) -> None:
 
 def timing_oracle() -> TimingOracle:
     if _oracle is None:
-        raise RuntimeError("no timing oracle: call solver.task_timing.use_oracle(sim.oracle.time_commands) "
-                           "before lowering (pimsat.pipeline does)")
+        raise RuntimeError(
+            "no timing oracle: call solver.task_timing.use_oracle(sim.oracle.time_commands) "
+            "before lowering (pimsat.pipeline does)"
+        )
     return _oracle
 
 
@@ -73,9 +79,16 @@ def max_latency_after(hw: Hardware) -> dict[str, int]:
         out[c.prev] = max(out[c.prev], hw.timing.latency_of(c))
     # completion latencies (data) also bound what may follow safely
     p = hw.timing.params
-    comp = {"RD": p["CL"] + p["BL2"], "RDACC": p["CL"] + p["BL2"], "WR": p["CWL"] + p["BL2"],
-            "WRGB": max(p["CWL"] + p["BL2"], p["tGB"]), "MAC": p["tMACL"], "ACT": p["tRCDRD"],
-            "PRE": p["tRP"], "REF": p["tRFC"]}
+    comp = {
+        "RD": p["CL"] + p["BL2"],
+        "RDACC": p["CL"] + p["BL2"],
+        "WR": p["CWL"] + p["BL2"],
+        "WRGB": max(p["CWL"] + p["BL2"], p["tGB"]),
+        "MAC": p["tMACL"],
+        "ACT": p["tRCDRD"],
+        "PRE": p["tRP"],
+        "REF": p["tRFC"],
+    }
     for k, v in comp.items():
         out[k] = max(out[k], v)
     return out
@@ -88,8 +101,13 @@ def _without_refresh(hw: Hardware) -> Hardware:
     params = dict(hw.timing.params)
     params["tREFI"] = 1 << 40
     # a long task carries REFs of its own (solver/refresh_points.py): timed alone, none is early
-    return hw.model_copy(update={"timing": hw.timing.model_copy(update={
-        "params": params, "max_pulled_in_refresh": 1 << 20, "max_refresh_interval": 1 << 20})})
+    return hw.model_copy(
+        update={
+            "timing": hw.timing.model_copy(
+                update={"params": params, "max_pulled_in_refresh": 1 << 20, "max_refresh_interval": 1 << 20}
+            )
+        }
+    )
 
 
 def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
@@ -111,8 +129,9 @@ def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
 
 
 # fields that name host memory (tensor and element): they never change when a command may issue
-TIMED_FIELDS = {op.mnemonic: tuple(i for i, f in enumerate(op.fields) if f.name not in ("src", "dst", "offset"))
-                for op in ISA.ops}
+TIMED_FIELDS = {
+    op.mnemonic: tuple(i for i, f in enumerate(op.fields) if f.name not in ("src", "dst", "offset")) for op in ISA.ops
+}
 
 
 class StructureTimings:
@@ -128,8 +147,9 @@ class StructureTimings:
 
     def time(self, seq: list[Instruction]) -> TaskTiming:
         """An append, by its commands' timed fields."""
-        return self.structure(("append", tuple((ins.op, *(ins.args[i] for i in TIMED_FIELDS[ins.op])) for ins in seq)),
-                              lambda: seq)
+        return self.structure(
+            ("append", tuple((ins.op, *(ins.args[i] for i in TIMED_FIELDS[ins.op])) for ins in seq)), lambda: seq
+        )
 
     def appends(self, lay, sym, cis, new: str, position: int) -> dict[tuple, TaskTiming | None]:
         """The KV append (new tensor, position) of each distinct slot rows (tiling.slot_rows) among

@@ -13,6 +13,7 @@ the model size by L for no new decision, so:
    that order (its list scheduling removes the slack of the shifted starts).
 The model size grows with the ops of one layer, not with the number of layers or weight bytes.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -39,14 +40,16 @@ def layer_count(problem: SchedulingProblem) -> int:
 
 
 def _shape(job: Job) -> tuple:
-    return tuple((m.name, tuple((t.resource, t.duration, t.refresh_credit) for t in m.tasks), len(m.edges))
-                 for m in job.modes)
+    return tuple(
+        (m.name, tuple((t.resource, t.duration, t.refresh_credit) for t in m.tasks), len(m.edges)) for m in job.modes
+    )
 
 
 def _local_deps(problem: SchedulingProblem, jobs: list[Job]) -> set[tuple[int, int, int]]:
     pos = {j.name: i for i, j in enumerate(jobs)}
-    return {(pos[d.before], pos[d.after], len(d.ops)) for d in problem.dependencies
-            if d.before in pos and d.after in pos}
+    return {
+        (pos[d.before], pos[d.after], len(d.ops)) for d in problem.dependencies if d.before in pos and d.after in pos
+    }
 
 
 def templatable(problem: SchedulingProblem) -> str | None:
@@ -80,8 +83,9 @@ def template_problem(problem: SchedulingProblem, outside: Solution) -> Schedulin
     names = {j.name for j in jobs}
     deps = [d for d in problem.dependencies if d.before in names and d.after in names]
     groups = [Group(g.name, g.channels, max(0, g.capacity_rows - used[g.name])) for g in problem.groups]
-    sub = SchedulingProblem(f"{problem.name}/layer-template", jobs, deps, groups, problem.refresh,
-                            problem.sync_cycles, repeat=len(layers))
+    sub = SchedulingProblem(
+        f"{problem.name}/layer-template", jobs, deps, groups, problem.refresh, problem.sync_cycles, repeat=len(layers)
+    )
     sub.horizon = sub.trivial_horizon()
     return sub
 
@@ -92,8 +96,20 @@ def expand(problem: SchedulingProblem, template: Solution, outside: Solution) ->
     starts_t = template.starts
     span = max((s for s in starts_t.values()), default=0) + 1
     before = {j.name for j in problem.jobs if j.layer is None and _before_layers(problem, j.name)}
-    pre_span = max((outside.starts[t.name] for j in problem.jobs if j.name in before for m in j.modes
-                    if m.name == outside.modes[j.name] for t in m.tasks), default=-1) + 1
+    pre_span = (
+        max(
+            (
+                outside.starts[t.name]
+                for j in problem.jobs
+                if j.name in before
+                for m in j.modes
+                if m.name == outside.modes[j.name]
+                for t in m.tasks
+            ),
+            default=-1,
+        )
+        + 1
+    )
     modes: dict[str, str] = {}
     starts: dict[str, int] = {}
     for job in problem.jobs:

@@ -7,6 +7,7 @@ Within a unit, rows are processed in *passes* of at most `acc_registers // vg` r
 of `vg` vectors, and the reduction dimension in *chunks* of `chunk_bursts` bursts per vector
 that fit in (half of, when double-buffered) the channel's global buffer.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -83,8 +84,14 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
     return 1
 
 
-def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_buffer: bool = True,
-                interleave: bool | None = None, split_macs: bool = True) -> Tiling:
+def make_tiling(
+    hw: Hardware,
+    shape: MVShape,
+    channels: tuple[int, ...],
+    double_buffer: bool = True,
+    interleave: bool | None = None,
+    split_macs: bool = True,
+) -> Tiling:
     nch = len(channels)
     pus = hw.pus_per_channel
     m, rows = shape.matrices, shape.rows
@@ -112,8 +119,20 @@ def make_tiling(hw: Hardware, shape: MVShape, channels: tuple[int, ...], double_
     # a run (one row's chunk) must not straddle a DRAM row: chunk divides the row's columns
     chunk = _largest_divisor_at_most(hw.organization.columns, max(1, min(half // vg, k_bursts)))
     rows_per_pass = max(1, min(rows_per_pu, hw.pim.acc_registers // vg))
-    return Tiling(shape, tuple(channels), tuple(tuple(s) for s in slots), rows_per_pu, pus, vg, rows_per_pass,
-                  chunk, epb, double_buffer, double_buffer if interleave is None else interleave, split_macs)
+    return Tiling(
+        shape,
+        tuple(channels),
+        tuple(tuple(s) for s in slots),
+        rows_per_pu,
+        pus,
+        vg,
+        rows_per_pass,
+        chunk,
+        epb,
+        double_buffer,
+        double_buffer if interleave is None else interleave,
+        split_macs,
+    )
 
 
 def channel_signature(t: Tiling, ci: int) -> tuple:
@@ -170,6 +189,27 @@ def structure_key(t: Tiling) -> tuple:
     repeated layers share it (and so their timing: a task is timed from a quiet state, where
     which rows it opens does not matter, only when)."""
     sh = t.shape
-    return (sh.kind_key, sh.matrices, sh.rows, sh.k, sh.vectors, sh.batch, sh.groups, sh.heads_per_group,
-            sh.head_dim, sh.max_ctx, sh.heads, len(t.channels), t.slot_count, t.rows_per_pu, t.pus, t.vg,
-            t.rows_per_pass, t.chunk_bursts, t.elements_per_burst, t.double_buffer, t.interleave, t.split_macs)
+    return (
+        sh.kind_key,
+        sh.matrices,
+        sh.rows,
+        sh.k,
+        sh.vectors,
+        sh.batch,
+        sh.groups,
+        sh.heads_per_group,
+        sh.head_dim,
+        sh.max_ctx,
+        sh.heads,
+        len(t.channels),
+        t.slot_count,
+        t.rows_per_pu,
+        t.pus,
+        t.vg,
+        t.rows_per_pass,
+        t.chunk_bursts,
+        t.elements_per_burst,
+        t.double_buffer,
+        t.interleave,
+        t.split_macs,
+    )

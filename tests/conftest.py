@@ -1,6 +1,7 @@
 """Test-suite wide settings: under CI (CI=true) hypothesis runs derandomized, so a green commit
 stays green; locally every run explores new examples. The solver's tests lower and decode with the
 simulator as the timing oracle, as pimsat's pipeline does."""
+
 from __future__ import annotations
 
 import os

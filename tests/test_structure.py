@@ -2,9 +2,13 @@
 package's private names, and the compiler (solver/) never imports the simulator (sim/): the
 simulator reaches it only as the timing oracle (hwmodel/oracle.py). Imports inside functions
 count; imports under `if TYPE_CHECKING:` do not (they never run)."""
+
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
@@ -24,7 +28,10 @@ def _graph() -> tuple[nx.DiGraph, list[tuple[str, str]]]:
     for mod, path in modules.items():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            if (
+                isinstance(node, ast.If)
+                and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+            ):
                 node.body = []
         package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
         for node in ast.walk(tree):
@@ -69,3 +76,17 @@ def test_the_graph_holds_known_edges():
     g, _ = _graph()
     assert g.has_edge("pimsat.pipeline", "solver.task_timing")  # top level
     assert g.has_edge("pimsat.pipeline", "sim.oracle")  # inside _simulator_oracle
+
+
+def _ruff() -> list[str]:
+    exe = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    assert exe, "ruff is a dev dependency (pyproject.toml): pip install -e '.[dev]'"
+    return [exe]
+
+
+def test_ruff_lint_and_format_are_clean():
+    """The configuration in pyproject.toml, applied once, is kept: `ruff check .` and
+    `ruff format --check .` pass."""
+    for args in (["check", "--quiet", "."], ["format", "--check", "--quiet", "."]):
+        r = subprocess.run(_ruff() + args, cwd=ROOT, capture_output=True, text=True)
+        assert r.returncode == 0, f"ruff {' '.join(args)}:\n{r.stdout}{r.stderr}"

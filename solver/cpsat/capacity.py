@@ -10,6 +10,7 @@ and the message names the group, its channels, the need and the capacity in rows
 can still be jointly infeasible (the minima come from different modes);
 `capacity_only_feasible` answers that with a tiny CP-SAT model of the choices alone.
 """
+
 from __future__ import annotations
 
 from ortools.sat.python import cp_model
@@ -48,11 +49,11 @@ def capacity_only_feasible(problem, time_limit: float = 5.0) -> bool | None:
         for m, lit in zip(job.modes, lits):
             x[(job.name, m.name)] = (m, lit)
     for g in problem.groups:
-        terms = [(m.usage.get(g.name, 0) * rep, lit) for m, lit in x.values()
-                 if m.usage.get(g.name, 0)]
+        terms = [(m.usage.get(g.name, 0) * rep, lit) for m, lit in x.values() if m.usage.get(g.name, 0)]
         if terms:
-            model.add(cp_model.LinearExpr.weighted_sum([l for _, l in terms],
-                                                       [u for u, _ in terms]) <= g.capacity_rows)
+            model.add(
+                cp_model.LinearExpr.weighted_sum([lin for _, lin in terms], [u for u, _ in terms]) <= g.capacity_rows
+            )
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = 1

@@ -4,6 +4,7 @@ Every constraint module (modes, precedence, resources, capacity, objective, refr
 reads and extends one `ModelContext`. Construction order is the problem's order throughout
 (jobs, modes, tasks, dependencies, groups), so the model is byte-identical for identical input.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -68,6 +69,7 @@ class ModelContext:
     def work_expr(self, resource: str, refresh: bool = False) -> cp_model.LinearExprT:
         """Total busy time of `resource` under the chosen modes (a linear expression); with
         `refresh`, less the tasks' own REFs (Task.refresh_work): what lumped refresh stretches."""
+
         def busy(m: Mode) -> int:
             return sum(t.refresh_work if refresh else t.duration for t in m.tasks if t.resource == resource)
 
@@ -80,6 +82,7 @@ class ModelContext:
         """Largest possible busy time of `resource` (for domains)."""
         total = 0
         for job in self.problem.jobs:
-            total += max((sum(t.duration for t in m.tasks if t.resource == resource)
-                          for m in self.live_modes(job)), default=0)
+            total += max(
+                (sum(t.duration for t in m.tasks if t.resource == resource) for m in self.live_modes(job)), default=0
+            )
         return total

@@ -6,6 +6,7 @@ mode literal, the start of every task (tasks of unchosen modes get the lowest va
 domain: they are unconstrained), every `ready` var, every output-resource literal, `n_ref` and
 the makespan (lumped refresh included, see refresh.py).
 """
+
 from __future__ import annotations
 
 from solver.cpsat.context import ModelContext

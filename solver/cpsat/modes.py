@@ -11,6 +11,7 @@
   makespan <= H and is left out of the model ("dead"); if every mode of a job is dead the
   horizon is infeasible (`HorizonInfeasible`).
 """
+
 from __future__ import annotations
 
 from solver.cpsat.context import ModelContext
@@ -34,8 +35,7 @@ def add_modes(ctx: ModelContext) -> None:
             else:
                 ctx.dead.append((job.name, mode.name))
         if not live:
-            raise HorizonInfeasible(
-                f"job {job.name}: no mode fits the horizon of {H:,} cycles")
+            raise HorizonInfeasible(f"job {job.name}: no mode fits the horizon of {H:,} cycles")
         ctx.live[job.name] = live
         if len(live) == 1:
             ctx.lit[(job.name, live[0].name)] = None

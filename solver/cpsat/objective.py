@@ -5,6 +5,7 @@ successor ends strictly later). M's domain is [solver-free lower bound, horizon]
 the host (and of every group when there is no refresh constraint to say it more strongly) is
 added as the redundant linear cut M >= busy time, which helps the LP relaxation.
 """
+
 from __future__ import annotations
 
 from solver.cpsat.context import ModelContext

@@ -11,6 +11,7 @@
   and each larger lag is added under the extra literal "a's task is on resource r" (`out_lit`,
   the sum of a's literals with that resource; reused across consumers).
 """
+
 from __future__ import annotations
 
 from solver.cpsat.context import ModelContext
@@ -68,8 +69,11 @@ def out_literal(ctx: ModelContext, job: str, op: str | None, resource: str):
     key = (job, op, resource)
     if key in ctx.out_lit:
         return ctx.out_lit[key]
-    lits = [ctx.lit[(job, md.name)] for md in ctx.live_modes(ctx.index.jobs[job])
-            if md.task(_out_task(md, op)).resource == resource]
+    lits = [
+        ctx.lit[(job, md.name)]
+        for md in ctx.live_modes(ctx.index.jobs[job])
+        if md.task(_out_task(md, op)).resource == resource
+    ]
     if len(lits) == 1:
         y = lits[0]
     else:

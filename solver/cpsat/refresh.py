@@ -9,8 +9,9 @@ cycles. Instead of placing REFs, the model requires, per group g,
 so M >= work_g + tRFC * floor(M / tREFI). A long task's own REFs (Task.refresh_credit) are left
 out of work_g: every channel c of g issues at least floor(M* / tREFI) REFs, those of its tasks and
 the group's, so the group's REFs number at least floor(M* / tREFI) - (its first channel's task
-REFs), and M* >= sum of durations - credits + tRFC * floor(M* / tREFI) still holds. n_ref is the same integer for every group (its least
-value floor(M / tREFI) depends on M only), so one variable serves all groups.
+REFs), and M* >= sum of durations - credits + tRFC * floor(M* / tREFI) still holds. n_ref is the
+same integer for every group (its least value floor(M / tREFI) depends on M only), so one variable
+serves all groups.
 
 Validity: the exact schedule (the decoder's, with REFs placed) has makespan M* and issues at
 least floor(M* / tREFI) REFs per group inside [0, M*], each disjoint from the group's tasks; so
@@ -18,6 +19,7 @@ M* satisfies both inequalities and the model optimum is <= M*. This assumes the 
 carry postponed REFs past the end of the step (JEDEC allows postponing up to `max_postponed`);
 if it does, the bound would have to use n_ref >= floor(M / tREFI) - max_postponed.
 """
+
 from __future__ import annotations
 
 from solver.cpsat.context import ModelContext

@@ -3,6 +3,7 @@
 Intervals are optional exactly where the job has a mode choice (see modes.py); a resource with
 fewer than two intervals needs no constraint.
 """
+
 from __future__ import annotations
 
 from solver.cpsat.context import ModelContext

@@ -16,27 +16,28 @@ Order of work (each step deterministic):
     time_limit + margin; the callbacks record (t, incumbent, bound) and feed `progress`;
  6. status mapping; on UNKNOWN with a hint, the hint is returned as FEASIBLE.
 """
+
 from __future__ import annotations
 
 import math
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
 from solver.certificate import check_solution
-from solver.heuristics import schedule_with_modes, solve_greedy
 from solver.cpsat.capacity import add_capacity, capacity_only_feasible, check_capacity
 from solver.cpsat.context import ModelContext
 from solver.cpsat.hints import add_hint
-from solver.index import ProblemIndex, problem_index, solution_makespan
 from solver.cpsat.modes import HorizonInfeasible, add_modes
 from solver.cpsat.objective import add_makespan, set_objective
 from solver.cpsat.precedence import add_precedence
 from solver.cpsat.refresh import add_refresh
 from solver.cpsat.resources import add_resources
 from solver.cpsat.symmetry import add_symmetry_breaking, canonical_hint
+from solver.heuristics import schedule_with_modes, solve_greedy
+from solver.index import ProblemIndex, problem_index, solution_makespan
 from solver.problem import Method, SchedulingProblem, SearchEnd, Solution, Status
 
 Progress = Callable[[float, "int | None", "int | None"], None]
@@ -50,9 +51,13 @@ _STATUS = {
 }
 
 
-def build_model(problem: SchedulingProblem, horizon: int, lower_bound: int,
-                index: ProblemIndex | None = None,
-                symmetry_breaking: bool = True) -> ModelContext:
+def build_model(
+    problem: SchedulingProblem,
+    horizon: int,
+    lower_bound: int,
+    index: ProblemIndex | None = None,
+    symmetry_breaking: bool = True,
+) -> ModelContext:
     """The complete CP-SAT model (no hint). Raises HorizonInfeasible."""
     idx = index or problem_index(problem)
     ctx = ModelContext(problem=problem, index=idx, horizon=horizon)
@@ -116,21 +121,52 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
             self._emit(now - self.t0)
 
 
-def _result(status: Status, modes, starts, objective, bound, t0, history, notes,
-            msg: str = "", end: SearchEnd = SearchEnd.proof, det: float | None = None) -> Solution:
+def _result(
+    status: Status,
+    modes,
+    starts,
+    objective,
+    bound,
+    t0,
+    history,
+    notes,
+    msg: str = "",
+    end: SearchEnd = SearchEnd.proof,
+    det: float | None = None,
+) -> Solution:
     wall = time.perf_counter() - t0
     message = "; ".join([m for m in [msg] + notes if m])
-    return Solution(method=Method.CPSAT, status=status, modes=dict(modes), starts=dict(starts),
-                    objective=objective, bound=bound, wall_seconds=wall, history=history,
-                    message=message, search_end=end, deterministic_seconds=det)
+    return Solution(
+        method=Method.CPSAT,
+        status=status,
+        modes=dict(modes),
+        starts=dict(starts),
+        objective=objective,
+        bound=bound,
+        wall_seconds=wall,
+        history=history,
+        message=message,
+        search_end=end,
+        deterministic_seconds=det,
+    )
 
 
-def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: int = 2,
-                seed: int = 0, hint: Solution | None = None, progress: Progress | None = None,
-                *, auto_hint: bool = True, symmetry_breaking: bool = True,
-                deterministic: bool = True, deterministic_time: float | None = None,
-                log_search: bool = False, guard_margin: float | None = None,
-                params: dict | None = None) -> Solution:
+def solve_cpsat(
+    problem: SchedulingProblem,
+    time_limit: float = 30.0,
+    workers: int = 2,
+    seed: int = 0,
+    hint: Solution | None = None,
+    progress: Progress | None = None,
+    *,
+    auto_hint: bool = True,
+    symmetry_breaking: bool = True,
+    deterministic: bool = True,
+    deterministic_time: float | None = None,
+    log_search: bool = False,
+    guard_margin: float | None = None,
+    params: dict | None = None,
+) -> Solution:
     """Solve `problem` with CP-SAT; see the module docstring.
 
     Solution.objective is the model makespan: the latest task end, raised where needed by the
@@ -146,7 +182,8 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
     Batches of one task measured fastest on this 2-core machine (a batch waits for its slowest
     task: the default batch size took 2.4x longer over the test set), so `workers` only matters
     with `deterministic=False`: CP-SAT's classic parallel portfolio, faster on many cores but
-    not reproducible (which of several optimal schedules comes back depends on thread timing). `guard_margin`: seconds past `time_limit` after which the watchdog stops the search
+    not reproducible (which of several optimal schedules comes back depends on thread timing).
+    `guard_margin`: seconds past `time_limit` after which the watchdog stops the search
     (default max(0.5, 10 % of the limit)). `params`: extra CP-SAT parameters (name -> value),
     applied last.
     """
@@ -166,8 +203,7 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
             except KeyError:
                 fixed = None
             if fixed is not None and fixed.status == Status.HEURISTIC:
-                notes.append(f"hint re-timed by the list scheduler ({len(errs)} violations, "
-                             f"first: {errs[0]})")
+                notes.append(f"hint re-timed by the list scheduler ({len(errs)} violations, first: {errs[0]})")
                 hint = fixed
             else:
                 notes.append(f"hint ignored ({errs[0]})")
@@ -184,8 +220,7 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
         horizon = hint_obj
     else:
         hint_obj = None
-        horizon = problem.horizon if problem.horizon > 0 else \
-            max(problem.trivial_horizon(), idx.serial_horizon())
+        horizon = problem.horizon if problem.horizon > 0 else max(problem.trivial_horizon(), idx.serial_horizon())
     lb = idx.lower_bound(horizon)
     history: list[tuple[float, int | None, int | None]] = []
     if hint is not None:
@@ -198,12 +233,19 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
                 progress = None
         if lb >= hint_obj:
             notes.append("the hint meets the solver-free lower bound")
-            return _result(Status.OPTIMAL, hint.modes, hint.starts, hint_obj, hint_obj, t0, history,
-                           notes)
+            return _result(Status.OPTIMAL, hint.modes, hint.starts, hint_obj, hint_obj, t0, history, notes)
     elif lb > horizon:
-        return _result(Status.INFEASIBLE, {}, {}, None, None, t0, history, notes,
-                       f"no schedule within the horizon of {horizon:,} cycles "
-                       f"(lower bound {lb:,})")
+        return _result(
+            Status.INFEASIBLE,
+            {},
+            {},
+            None,
+            None,
+            t0,
+            history,
+            notes,
+            f"no schedule within the horizon of {horizon:,} cycles (lower bound {lb:,})",
+        )
 
     # ---- model
     try:
@@ -261,14 +303,18 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
         # what ended the search: the work budget (reproducible) or the wall clock (load-dependent)
         if deterministic_time is not None and det_used >= 0.999 * float(deterministic_time):
             end = SearchEnd.work_budget
-            notes.append(f"search ended by its work budget ({det_used:.2f} deterministic s, {wall_used:.1f} s "
-                         "wall): reproducible")
+            notes.append(
+                f"search ended by its work budget ({det_used:.2f} deterministic s, {wall_used:.1f} s "
+                "wall): reproducible"
+            )
         else:
             end = SearchEnd.wall_clock
             budget = "no" if deterministic_time is None else f"{float(deterministic_time):g}"
             by = "the wall-clock guard" if rec.stopped_by_guard else "the wall clock"
-            notes.append(f"search cut short by {by} ({wall_used:.1f} s, {det_used:.2f} of {budget} "
-                         "deterministic s): not reproducible, the result depends on the machine's load")
+            notes.append(
+                f"search cut short by {by} ({wall_used:.1f} s, {det_used:.2f} of {budget} "
+                "deterministic s): not reproducible, the result depends on the machine's load"
+            )
     if rec.progress_error is not None:
         notes.append(f"progress callback disabled after error: {rec.progress_error!r}")
 
@@ -294,15 +340,25 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
 
     if status == Status.INFEASIBLE:
         if hint is not None:  # cannot happen: the hint is a feasible assignment
-            return _result(Status.FEASIBLE, hint.modes, hint.starts, hint_obj, None, t0, history,
-                           notes, "CP-SAT reported INFEASIBLE despite a valid hint (bug)")
+            return _result(
+                Status.FEASIBLE,
+                hint.modes,
+                hint.starts,
+                hint_obj,
+                None,
+                t0,
+                history,
+                notes,
+                "CP-SAT reported INFEASIBLE despite a valid hint (bug)",
+            )
         cap_ok = capacity_only_feasible(problem)
         if cap_ok is False:
             need = idx.min_usage()
-            detail = ", ".join(f"{g.name} {need[g.name]:,}/{g.capacity_rows:,}"
-                               for g in problem.groups)
-            msg = ("no choice of modes fits every group's capacity at once (least need per "
-                   f"group alone, rows per bank: {detail})")
+            detail = ", ".join(f"{g.name} {need[g.name]:,}/{g.capacity_rows:,}" for g in problem.groups)
+            msg = (
+                "no choice of modes fits every group's capacity at once (least need per "
+                f"group alone, rows per bank: {detail})"
+            )
         else:
             msg = f"no schedule within the horizon of {horizon:,} cycles"
         return _result(Status.INFEASIBLE, {}, {}, None, None, t0, history, notes, msg)
@@ -313,8 +369,29 @@ def solve_cpsat(problem: SchedulingProblem, time_limit: float = 30.0, workers: i
     # UNKNOWN: time limit before any solution
     if hint is not None:
         history.append((time.perf_counter() - t0, hint_obj, min(bound, hint_obj)))
-        return _result(Status.FEASIBLE, hint.modes, hint.starts, hint_obj, min(bound, hint_obj), t0,
-                       history, notes, "time limit reached before CP-SAT found a solution: "
-                       f"returning the hint ({hint.method})", end=end, det=det_used)
-    return _result(Status.UNKNOWN, {}, {}, None, bound, t0, history, notes,
-                   "time limit reached before any solution", end=end, det=det_used)
+        return _result(
+            Status.FEASIBLE,
+            hint.modes,
+            hint.starts,
+            hint_obj,
+            min(bound, hint_obj),
+            t0,
+            history,
+            notes,
+            f"time limit reached before CP-SAT found a solution: returning the hint ({hint.method})",
+            end=end,
+            det=det_used,
+        )
+    return _result(
+        Status.UNKNOWN,
+        {},
+        {},
+        None,
+        bound,
+        t0,
+        history,
+        notes,
+        "time limit reached before any solution",
+        end=end,
+        det=det_used,
+    )

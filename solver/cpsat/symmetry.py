@@ -18,6 +18,7 @@ not automorphic) only loses the constraint.
 
 `canonical_hint` applies the same permutation to a hint so that it satisfies the constraint.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -44,12 +45,20 @@ def canonical_order(mode: Mode, rename: dict[str, str] | None = None) -> list[in
         preds[pos[e.after]].append((pos[e.before], e.lag))
         succs[pos[e.before]].append((pos[e.after], e.lag))
     inputs = set(mode.inputs)
-    labels: list = [(rn.get(t.resource, t.resource), t.duration, t.refresh_credit, t.name in inputs,
-                     t.name == mode.output) for t in mode.tasks]
+    labels: list = [
+        (rn.get(t.resource, t.resource), t.duration, t.refresh_credit, t.name in inputs, t.name == mode.output)
+        for t in mode.tasks
+    ]
     ranks = _ranks(labels)
     for _ in range(n):
-        labels = [(ranks[i], tuple(sorted((ranks[p], lag) for p, lag in preds[i])),
-                   tuple(sorted((ranks[s], lag) for s, lag in succs[i]))) for i in range(n)]
+        labels = [
+            (
+                ranks[i],
+                tuple(sorted((ranks[p], lag) for p, lag in preds[i])),
+                tuple(sorted((ranks[s], lag) for s, lag in succs[i])),
+            )
+            for i in range(n)
+        ]
         new = _ranks(labels)
         if len(set(new)) == len(set(ranks)):
             break
@@ -85,8 +94,7 @@ def mode_signature(mode: Mode, rename: dict[str, str] | None = None) -> tuple:
 def _interchangeable(problem: SchedulingProblem, g: str, h: str) -> bool:
     rn = {g: h, h: g}
     for job in problem.jobs:
-        if Counter(mode_signature(m) for m in job.modes) != \
-                Counter(mode_signature(m, rn) for m in job.modes):
+        if Counter(mode_signature(m) for m in job.modes) != Counter(mode_signature(m, rn) for m in job.modes):
             return False
     return True
 
@@ -102,7 +110,7 @@ def symmetric_classes(problem: SchedulingProblem) -> list[list[str]]:
         return x
 
     for i, g in enumerate(groups):
-        for h in groups[i + 1:]:
+        for h in groups[i + 1 :]:
             if find(g.name) == find(h.name) or g.capacity_rows != h.capacity_rows:
                 continue
             if _interchangeable(problem, g.name, h.name):
@@ -125,12 +133,14 @@ def add_symmetry_breaking(ctx: ModelContext) -> None:
         used.append(cls)
     ctx.symmetry_classes = used
     if used:
-        ctx.notes.append("symmetry: groups ordered by busy time within "
-                         + "; ".join("{" + ",".join(c) + "}" for c in used))
+        ctx.notes.append(
+            "symmetry: groups ordered by busy time within " + "; ".join("{" + ",".join(c) + "}" for c in used)
+        )
 
 
-def canonical_hint(problem: SchedulingProblem, index: ProblemIndex, hint: Solution,
-                   classes: list[list[str]]) -> Solution:
+def canonical_hint(
+    problem: SchedulingProblem, index: ProblemIndex, hint: Solution, classes: list[list[str]]
+) -> Solution:
     """Permute the groups of each class in `hint` so that busy times are non-increasing."""
     if not classes:
         return hint
@@ -157,6 +167,14 @@ def canonical_hint(problem: SchedulingProblem, index: ProblemIndex, hint: Soluti
         modes[job.name] = new.name
         for i_old, i_new in zip(canonical_order(old, rename), canonical_order(new)):
             starts[new.tasks[i_new].name] = hint.starts[old.tasks[i_old].name]
-    return Solution(method=hint.method, status=hint.status, modes=modes, starts=starts,
-                    objective=hint.objective, bound=hint.bound, wall_seconds=hint.wall_seconds,
-                    history=list(hint.history), message=hint.message)
+    return Solution(
+        method=hint.method,
+        status=hint.status,
+        modes=modes,
+        starts=starts,
+        objective=hint.objective,
+        bound=hint.bound,
+        wall_seconds=hint.wall_seconds,
+        history=list(hint.history),
+        message=hint.message,
+    )

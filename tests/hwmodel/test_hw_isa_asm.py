@@ -1,4 +1,5 @@
 """Assembly text: formatting, golden output and precise parse errors."""
+
 import os
 from pathlib import Path
 
@@ -50,8 +51,8 @@ def test_golden_binary():
     blob = encode_stream(small_stream())
     lines = [f"header {blob[:16].hex()}"]
     for k in range(16, len(blob), 24):
-        cycle = int.from_bytes(blob[k:k + 8], "little")
-        word = int.from_bytes(blob[k + 8:k + 24], "little")
+        cycle = int.from_bytes(blob[k : k + 8], "little")
+        word = int.from_bytes(blob[k + 8 : k + 24], "little")
         lines.append(f"{cycle:016x} {word:032x}")
     _check_golden("small_stream.hex", "\n".join(lines) + "\n")
 

@@ -1,11 +1,19 @@
 """Binary encoding: bit layout, single words, streams and precise errors."""
+
 import struct
 
 import pytest
 
 from hwmodel.isa import ISA, Instruction, make
 from hwmodel.isa_codec import (
-    HEADER_BYTES, LAYOUTS, RECORD_BYTES, decode, decode_stream, encode, encode_stream, read_header,
+    HEADER_BYTES,
+    LAYOUTS,
+    RECORD_BYTES,
+    decode,
+    decode_stream,
+    encode,
+    encode_stream,
+    read_header,
 )
 
 
@@ -36,8 +44,8 @@ def test_cycle_is_in_the_record_not_the_word():
     assert encode(a) == encode(b)
     blob = encode_stream([a, b])
     assert len(blob) == HEADER_BYTES + 2 * RECORD_BYTES
-    assert blob[HEADER_BYTES:HEADER_BYTES + 8] == b"\xff" * 8
-    assert int.from_bytes(blob[HEADER_BYTES + RECORD_BYTES:][:8], "little") == 12
+    assert blob[HEADER_BYTES : HEADER_BYTES + 8] == b"\xff" * 8
+    assert int.from_bytes(blob[HEADER_BYTES + RECORD_BYTES :][:8], "little") == 12
     assert decode_stream(blob) == [a, b]
     assert decode(encode(b), cycle=12) == b
 

@@ -1,4 +1,5 @@
 """docs/isa.md is generated from the tables and must not go stale."""
+
 from pathlib import Path
 
 from hwmodel.isa import ISA

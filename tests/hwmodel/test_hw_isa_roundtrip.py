@@ -1,4 +1,5 @@
 """Property tests: text -> objects -> binary -> objects -> text is the identity."""
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

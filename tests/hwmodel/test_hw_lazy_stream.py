@@ -1,4 +1,5 @@
 """LazyStream: a stream built part by part when read reads like the list of its parts."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,10 +17,14 @@ def _parts(sizes: list[int]):
         def build():
             built.append(k)
             return [make("MAC", mask=1, col=i % 64, count=1, gb=0, acc=k % 8).at(1000 * k + i) for i in range(n)]
+
         return build
 
-    whole = [make("MAC", mask=1, col=i % 64, count=1, gb=0, acc=k % 8).at(1000 * k + i)
-             for k, n in enumerate(sizes) for i in range(n)]
+    whole = [
+        make("MAC", mask=1, col=i % 64, count=1, gb=0, acc=k % 8).at(1000 * k + i)
+        for k, n in enumerate(sizes)
+        for i in range(n)
+    ]
     return [(n, producer(k, n)) for k, n in enumerate(sizes)], whole, built
 
 
@@ -31,7 +36,7 @@ def test_slices_and_items_equal_the_list(sizes, step):
     assert list(s) == whole
     got = []
     for i in range(0, len(s), step):
-        got.extend(s[i:i + step])
+        got.extend(s[i : i + step])
     assert got == whole
     for i in (0, len(whole) // 2, len(whole) - 1):
         if whole:
@@ -72,6 +77,7 @@ def test_rows_are_read_piece_by_piece_and_equal_the_parts(sizes, step):
         def rows(lo, hi, out):
             asked.append((k, lo, hi))
             out[:] = np.stack([np.full(hi - lo, k), np.arange(lo, hi)], axis=1)
+
         return (n, lambda: [], rows)
 
     s = LazyStream([part(k, n) for k, n in enumerate(sizes)], width=2)

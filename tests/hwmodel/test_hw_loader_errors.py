@@ -1,4 +1,5 @@
 """Broken hardware files and --set overrides are refused with a message naming file and field."""
+
 import copy
 
 import pytest
@@ -123,7 +124,7 @@ def test_derived_link_parameter_is_refused_in_a_preset(tmp_path, base):
 
 
 def test_link_parameter_follows_the_link_width():
-    assert load_hardware("hbm2-pim").link_cycles == 2          # 32 B bursts, 16 B/cycle
+    assert load_hardware("hbm2-pim").link_cycles == 2  # 32 B bursts, 16 B/cycle
     assert load_hardware("hbm2-pim", ["host.link_bytes_per_cycle=5"]).link_cycles == 7  # 6.4 -> 7
     assert load_hardware("hbm2-pim", ["host.link_bytes_per_cycle=64"]).link_cycles == 1
 

@@ -1,4 +1,5 @@
 """Every preset validates; the derived figures are sane; the GEMV anchor holds."""
+
 import math
 
 import pytest

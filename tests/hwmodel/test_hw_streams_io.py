@@ -1,4 +1,5 @@
 """StreamSet directories: round trip, fallbacks, one-line errors, atomic writes."""
+
 import json
 
 import pytest
@@ -12,18 +13,20 @@ from hwmodel.streams_io import StreamsError, read_streams, write_streams
 def sample(channels=3):
     chans = []
     for c in range(channels):
-        chans.append([
-            make("WRGB", gb=0, count=8, src=0, offset=0),
-            make("ACT", cycle=10 + c, mask=0xFFFF, row=c),
-            make("MAC", mask=0x5555, col=0, count=8, gb=0, acc=1),
-            make("RDACC", cycle=500, bank=0, acc=1, count=1, dst=1, offset=c, stride=1),
-            make("PRE", mask=0xFFFF),
-            make("SIG", id=c),
-        ])
+        chans.append(
+            [
+                make("WRGB", gb=0, count=8, src=0, offset=0),
+                make("ACT", cycle=10 + c, mask=0xFFFF, row=c),
+                make("MAC", mask=0x5555, col=0, count=8, gb=0, acc=1),
+                make("RDACC", cycle=500, bank=0, acc=1, count=1, dst=1, offset=c, stride=1),
+                make("PRE", mask=0xFFFF),
+                make("SIG", id=c),
+            ]
+        )
     host = [make("HOP", op=0), *(make("WAIT", id=c) for c in range(channels)), make("EPI", op=1)]
-    placements = [
-        Placement("w0", c, b, 0, 0, (c * 16 + b) * 256, 256) for c in range(channels) for b in range(2)
-    ] + [Placement("w1", 0, 3, 5, 2, 7, 16, count=4, stride=4096)]
+    placements = [Placement("w0", c, b, 0, 0, (c * 16 + b) * 256, 256) for c in range(channels) for b in range(2)] + [
+        Placement("w1", 0, 3, 5, 2, 7, 16, count=4, stride=4096)
+    ]
     return StreamSet("hbm2-pim", "1.0", ["x", "y", "w0", "w1"], chans, host, placements)
 
 
@@ -31,8 +34,17 @@ def test_round_trip(tmp_path):
     ss = sample()
     out = write_streams(ss, tmp_path / "prog", extra_manifest={"program": "gemv", "cycles": 1234})
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["ch00.bin", "ch00.s", "ch01.bin", "ch01.s", "ch02.bin", "ch02.s",
-                     "host.bin", "host.s", "manifest.json"]
+    assert names == [
+        "ch00.bin",
+        "ch00.s",
+        "ch01.bin",
+        "ch01.s",
+        "ch02.bin",
+        "ch02.s",
+        "host.bin",
+        "host.s",
+        "manifest.json",
+    ]
     back, manifest = read_streams(out)
     assert back == ss
     assert manifest["program"] == "gemv" and manifest["cycles"] == 1234

@@ -2,12 +2,22 @@ import time
 import tracemalloc
 
 import pytest
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ir import (PIM_CAPABLE, PRESETS, IRError, ModelConfig, OpKind, Program, build_decode_step, format_program,
-                generate_inputs, generate_state, run)
+from ir import (
+    PIM_CAPABLE,
+    PRESETS,
+    IRError,
+    ModelConfig,
+    OpKind,
+    Program,
+    build_decode_step,
+    format_program,
+    generate_inputs,
+    generate_state,
+    run,
+)
 
 
 @st.composite
@@ -16,20 +26,39 @@ def tiny_configs(draw):
     heads = draw(st.sampled_from([1, 2, 4]))
     kv = draw(st.sampled_from([d for d in (1, 2, 4) if heads % d == 0])) if style == "llama" else heads
     head_dim = draw(st.sampled_from([2, 4, 8]))
-    common = dict(name="rand", style=style, hidden_size=heads * head_dim, intermediate_size=draw(st.integers(1, 24)),
-                  num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
-                  num_hidden_layers=draw(st.integers(1, 2)), vocab_size=draw(st.integers(2, 40)),
-                  max_position_embeddings=16, dtype=draw(st.sampled_from(["fp16", "bf16", "fp32"])),
-                  tie_word_embeddings=draw(st.booleans()))
+    common = dict(
+        name="rand",
+        style=style,
+        hidden_size=heads * head_dim,
+        intermediate_size=draw(st.integers(1, 24)),
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
+        num_hidden_layers=draw(st.integers(1, 2)),
+        vocab_size=draw(st.integers(2, 40)),
+        max_position_embeddings=16,
+        dtype=draw(st.sampled_from(["fp16", "bf16", "fp32"])),
+        tie_word_embeddings=draw(st.booleans()),
+    )
     if style == "llama":
         return ModelConfig(**common, rope_theta=draw(st.sampled_from([10000.0, 500000.0])))
-    return ModelConfig(**common, norm="layernorm", attention_bias=True, mlp_bias=True,
-                       hidden_act=draw(st.sampled_from(["gelu_new", "gelu", "relu"])))
+    return ModelConfig(
+        **common,
+        norm="layernorm",
+        attention_bias=True,
+        mlp_bias=True,
+        hidden_act=draw(st.sampled_from(["gelu_new", "gelu", "relu"])),
+    )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(config=tiny_configs(), batch=st.integers(1, 4), context=st.integers(1, 8), layers=st.integers(1, 2),
-       seed=st.integers(0, 3))
+@given(
+    config=tiny_configs(),
+    batch=st.integers(1, 4),
+    context=st.integers(1, 8),
+    layers=st.integers(1, 2),
+    seed=st.integers(0, 3),
+)
 def test_json_round_trip_and_runs(config, batch, context, layers, seed):
     layers = min(layers, config.num_hidden_layers)
     p = build_decode_step(config, batch, context, layers=layers)
@@ -69,14 +98,17 @@ def test_structure_helpers():
     assert p.resident_operand("layers.0.self_attn.context") == "layers.0.self_attn.v_cache"
     assert p.resident_operand("layers.0.mlp.up_proj") == "layers.0.mlp.up_proj.weight"
     assert p.resident_operand("layers.0.self_attn.softmax") is None
-    assert p.state_updates() == {"layers.0.self_attn.k_cache": "layers.0.self_attn.k_cache@5",
-                                 "layers.0.self_attn.v_cache": "layers.0.self_attn.v_cache@5"}
+    assert p.state_updates() == {
+        "layers.0.self_attn.k_cache": "layers.0.self_attn.k_cache@5",
+        "layers.0.self_attn.v_cache": "layers.0.self_attn.v_cache@5",
+    }
     assert p.tensor("layers.0.self_attn.k_cache").shape == (2, 2, 6, 16)
     assert {op.kind for op in p.ops if op.pim_capable} == set(PIM_CAPABLE)
     g = p.graph()
     assert g.number_of_nodes() == len(p.ops)
     assert g.edges["layers.0.self_attn.k_append", "layers.0.self_attn.scores"]["tensors"] == [
-        "layers.0.self_attn.k_cache@5"]
+        "layers.0.self_attn.k_cache@5"
+    ]
     assert p.num_parameters() == sum(t.numel for t in p.weights())
 
 

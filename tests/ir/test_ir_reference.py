@@ -10,8 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from ir import (PRESETS, DType, attention_program, build_decode_step, gemv_program, generate_inputs,
-                generate_state, run)
+from ir import PRESETS, DType, attention_program, build_decode_step, gemv_program, generate_inputs, generate_state, run
 
 TOL = {DType.fp32: 1e-5, DType.fp16: 5e-3, DType.bf16: 3e-2}  # max error / max |value|
 
@@ -34,7 +33,7 @@ def rmsnorm(x, w, eps):
 def rope_complex(x, heads, d, pos, theta):
     """Rotate pairs (i, i + d/2) as complex numbers: same maths as rotate-half, different code."""
     x = x.reshape(x.shape[0], heads, d)
-    z = x[..., : d // 2] + 1j * x[..., d // 2:]
+    z = x[..., : d // 2] + 1j * x[..., d // 2 :]
     freq = np.array([pos / theta ** (2 * i / d) for i in range(d // 2)])
     z = z * np.exp(1j * freq)
     return np.concatenate([z.real, z.imag], -1).reshape(x.shape[0], heads * d)
@@ -53,7 +52,7 @@ def attention(q, kc, vc, heads, kvh, d):
     for b in range(B):
         for h in range(heads):
             g = h // (heads // kvh)
-            s = kc[b, g] @ q[b, h * d:(h + 1) * d] / math.sqrt(d)
+            s = kc[b, g] @ q[b, h * d : (h + 1) * d] / math.sqrt(d)
             p = np.exp(s - s.max())
             out[b, h] = (p / p.sum()) @ vc[b, g]
     return out.reshape(B, heads * d)

@@ -31,5 +31,7 @@ def test_text_is_deterministic():
     a = format_program(CASES["tiny_llama_b1_c2_l1"]())
     b = format_program(CASES["tiny_llama_b1_c2_l1"]())
     assert a == b and a.endswith("\n")
-    assert "op layers.0.self_attn.k_append = kv_append(layers.0.self_attn.k_cache, layers.0.self_attn.k_rope.out)" \
-           " -> layers.0.self_attn.k_cache@2 {layer=0, position=2}" in a
+    assert (
+        "op layers.0.self_attn.k_append = kv_append(layers.0.self_attn.k_cache, layers.0.self_attn.k_rope.out)"
+        " -> layers.0.self_attn.k_cache@2 {layer=0, position=2}" in a
+    )

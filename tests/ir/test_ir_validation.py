@@ -14,9 +14,13 @@ def base(**changes):
     spec = dict(
         name="p",
         tensors=[T("x", (1, 4)), T("w", (3, 4), role="weight"), T("y", (1, 3)), T("z", (1, 3))],
-        ops=[Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
-             Op(name="act", kind="silu", inputs=["y"], outputs=["z"])],
-        inputs=["x"], outputs=["z"])
+        ops=[
+            Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
+            Op(name="act", kind="silu", inputs=["y"], outputs=["z"]),
+        ],
+        inputs=["x"],
+        outputs=["z"],
+    )
     spec.update(changes)
     return Program(**spec)
 
@@ -33,14 +37,22 @@ def test_duplicate_tensor_name():
 
 def test_duplicate_op_name():
     with pytest.raises(IRError, match=r"op 'g' \(silu\): name: duplicate op name"):
-        base(ops=[Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
-                  Op(name="g", kind="silu", inputs=["y"], outputs=["z"])])
+        base(
+            ops=[
+                Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
+                Op(name="g", kind="silu", inputs=["y"], outputs=["z"]),
+            ]
+        )
 
 
 def test_unknown_tensor():
     with pytest.raises(IRError, match=r"op 'act' \(silu\): inputs\[0\]: unknown tensor 'nope'"):
-        base(ops=[Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
-                  Op(name="act", kind="silu", inputs=["nope"], outputs=["z"])])
+        base(
+            ops=[
+                Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
+                Op(name="act", kind="silu", inputs=["nope"], outputs=["z"]),
+            ]
+        )
     with pytest.raises(IRError, match=r"outputs\[0\]: unknown tensor 'q'"):
         base(outputs=["q"])
 
@@ -64,32 +76,55 @@ def test_wrong_role_and_dtype():
 
 def test_operand_count_and_attrs():
     with pytest.raises(IRError, match=r"op 'g' \(gemv\): inputs: got 1 operands"):
-        base(ops=[Op(name="g", kind="gemv", inputs=["x"], outputs=["y"]),
-                  Op(name="act", kind="silu", inputs=["y"], outputs=["z"])])
+        base(
+            ops=[
+                Op(name="g", kind="gemv", inputs=["x"], outputs=["y"]),
+                Op(name="act", kind="silu", inputs=["y"], outputs=["z"]),
+            ]
+        )
     with pytest.raises(IRError, match=r"op 'act' \(silu\): attrs.eps: unknown attribute"):
-        base(ops=[Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
-                  Op(name="act", kind="silu", inputs=["y"], outputs=["z"], attrs={"eps": 1.0})])
+        base(
+            ops=[
+                Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
+                Op(name="act", kind="silu", inputs=["y"], outputs=["z"], attrs={"eps": 1.0}),
+            ]
+        )
 
 
 def test_cycle():
     with pytest.raises(IRError, match=r"cycle: .*a -> b -> a|cycle: .*b -> a -> b"):
-        Program(name="p", tensors=[T("x", (1, 3)), T("y", (1, 3)), T("u", (1, 3)), T("v", (1, 3))],
-                ops=[Op(name="a", kind="add", inputs=["x", "v"], outputs=["u"]),
-                     Op(name="b", kind="silu", inputs=["u"], outputs=["v"])],
-                inputs=["x"], outputs=["u"])
+        Program(
+            name="p",
+            tensors=[T("x", (1, 3)), T("y", (1, 3)), T("u", (1, 3)), T("v", (1, 3))],
+            ops=[
+                Op(name="a", kind="add", inputs=["x", "v"], outputs=["u"]),
+                Op(name="b", kind="silu", inputs=["u"], outputs=["v"]),
+            ],
+            inputs=["x"],
+            outputs=["u"],
+        )
 
 
 def test_single_producer():
     with pytest.raises(IRError, match=r"op 'act' \(silu\): outputs\[0\] 'y': is also produced by op 'g'"):
-        base(ops=[Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
-                  Op(name="act", kind="silu", inputs=["y"], outputs=["y"])])
+        base(
+            ops=[
+                Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
+                Op(name="act", kind="silu", inputs=["y"], outputs=["y"]),
+            ]
+        )
 
 
 def test_program_input_and_weight_not_produced():
     with pytest.raises(IRError, match=r"op 'act' \(silu\): outputs: 'x' is a program input"):
-        base(ops=[Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
-                  Op(name="act", kind="silu", inputs=["y"], outputs=["x"])], tensors=[
-            T("x", (1, 3)), T("w", (3, 3), role="weight"), T("y", (1, 3)), T("z", (1, 3))], outputs=["y"])
+        base(
+            ops=[
+                Op(name="g", kind="gemv", inputs=["x", "w"], outputs=["y"]),
+                Op(name="act", kind="silu", inputs=["y"], outputs=["x"]),
+            ],
+            tensors=[T("x", (1, 3)), T("w", (3, 3), role="weight"), T("y", (1, 3)), T("z", (1, 3))],
+            outputs=["y"],
+        )
     with pytest.raises(IRError, match=r"program 'p': inputs\[0\] 'w': role weight"):
         base(inputs=["w"])
 
@@ -110,7 +145,9 @@ def test_kv_append_naming_and_in_place():
     Program.model_validate(spec)  # unchanged name is fine
     spec["tensors"]["k_cache@9"] = {**spec["tensors"]["k_cache@3"], "name": "k_cache@9"}
     spec["ops"][0]["outputs"] = ["k_cache@9"]
-    with pytest.raises(IRError, match=r"op 'k_append' \(kv_append\): outputs\[0\] 'k_cache@9': must be named 'k_cache@3'"):
+    with pytest.raises(
+        IRError, match=r"op 'k_append' \(kv_append\): outputs\[0\] 'k_cache@9': must be named 'k_cache@3'"
+    ):
         Program.model_validate(spec)
     spec = _attention_spec()
     spec["ops"][2]["inputs"][1] = "k_cache"  # read the cache that is being updated in place

@@ -5,6 +5,7 @@ valid inputs next to them must still be accepted.
 Each case is (id, how to build it in tmp_path, expected substrings). A builder returns the CLI
 arguments; the first expected substring is where (file or option), the others the field/reason.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,9 @@ def cli(args):
 def refused(args, *needles):
     r = cli(args)
     err = r.stderr
-    assert r.exception is None or isinstance(r.exception, SystemExit), \
+    assert r.exception is None or isinstance(r.exception, SystemExit), (
         f"uncaught {type(r.exception).__name__}: {r.exception}"
+    )
     assert "Traceback" not in err and "Traceback" not in r.stdout
     assert r.exit_code == 2, (r.exit_code, err, r.stdout[-500:])
     lines = err.splitlines()
@@ -65,11 +67,18 @@ def instance(**program) -> dict:
 
 
 def model(**config) -> dict:
-    base = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
-            "num_hidden_layers": 1, "vocab_size": 64}
+    base = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 1,
+        "vocab_size": 64,
+    }
     base.update(config)
-    return instance(kind="model", config={k: v for k, v in base.items() if v is not None}, layers=1,
-                    embed=False, lm_head=False)
+    return instance(
+        kind="model", config={k: v for k, v in base.items() if v is not None}, layers=1, embed=False, lm_head=False
+    )
 
 
 GARBAGE = bytes(range(256)) * 3
@@ -100,12 +109,14 @@ def _hw_via_solve(t):
     return ["solve", GEMV, "--method", "naive", "--hw", write(t / "h.yaml", GARBAGE)]
 
 
-ENCODING = [("instance-latin1", _latin1_instance, ["i.yaml", "UTF-8"]),
-            ("instance-garbage", _garbage_instance, ["g.yaml", "UTF-8"]),
-            ("instance-json-utf16", _garbage_json_instance, ["g.json", "UTF-8"]),
-            ("hardware-latin1", _latin1_hardware, ["h.yaml", "UTF-8"]),
-            ("hardware-garbage", _garbage_hardware, ["h.yaml", "UTF-8"]),
-            ("hardware-garbage-solve", _hw_via_solve, ["h.yaml", "UTF-8"])]
+ENCODING = [
+    ("instance-latin1", _latin1_instance, ["i.yaml", "UTF-8"]),
+    ("instance-garbage", _garbage_instance, ["g.yaml", "UTF-8"]),
+    ("instance-json-utf16", _garbage_json_instance, ["g.json", "UTF-8"]),
+    ("hardware-latin1", _latin1_hardware, ["h.yaml", "UTF-8"]),
+    ("hardware-garbage", _garbage_hardware, ["h.yaml", "UTF-8"]),
+    ("hardware-garbage-solve", _hw_via_solve, ["h.yaml", "UTF-8"]),
+]
 
 
 @pytest.mark.parametrize("build,needles", [c[1:] for c in ENCODING], ids=[c[0] for c in ENCODING])
@@ -163,9 +174,20 @@ CONFIGS = [
     ("kv-not-dividing", model(num_key_value_heads=3), ["num_key_value_heads"]),
     ("hidden-text", model(hidden_size="big"), ["hidden_size"]),
     ("hidden-float", model(hidden_size=64.5), ["hidden_size"]),
-    ("gpt2-heads-zero", model(model_type="gpt2", n_embd=64, n_layer=1, n_head=0, hidden_size=None,
-                               intermediate_size=None, num_attention_heads=None, num_hidden_layers=None),
-     ["n_head"]),
+    (
+        "gpt2-heads-zero",
+        model(
+            model_type="gpt2",
+            n_embd=64,
+            n_layer=1,
+            n_head=0,
+            hidden_size=None,
+            intermediate_size=None,
+            num_attention_heads=None,
+            num_hidden_layers=None,
+        ),
+        ["n_head"],
+    ),
     ("model-type-unknown", model(model_type="bert"), ["model_type", "bert", "llama"]),
     ("missing-field", model(vocab_size=None), ["vocab_size"]),
     ("dtype-unknown", model(torch_dtype="int4"), ["torch_dtype"]),
@@ -180,8 +202,13 @@ def test_model_config(tmp_path, data, needles):
 
 # --- 4. instance fields and YAML / JSON structure ---------------------------------------------
 def _bomb(levels=9):
-    lines = ["name: bomb", "program: {kind: gemv, n: 64, k: 128}", "hardware: {preset: fpga-proto}",
-             "description: x", "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines = [
+        "name: bomb",
+        "program: {kind: gemv, n: 64, k: 128}",
+        "hardware: {preset: fpga-proto}",
+        "description: x",
+        "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]",
+    ]
     for i in range(1, levels):
         lines.append(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]")
     return "\n".join(lines) + "\n"
@@ -195,29 +222,56 @@ def _config_bomb(levels=9):
 
 
 INSTANCES = [
-    ("seed-negative-functional", lambda t: ["solve", write(t / "i.yaml", {**yaml.safe_load(GEMV.read_text()),
-                                                                          "seed": -1}), "--method", "naive"],
-     ["i.yaml", "seed"]),
-    ("seed-text", lambda t: ["show", write(t / "i.yaml", {**yaml.safe_load(GEMV.read_text()), "seed": "x"})],
-     ["i.yaml", "seed"]),
-    ("yaml-syntax-line-column", lambda t: ["show", write(t / "i.yaml", "name: a\nprogram: {kind: gemv\n")],
-     ["i.yaml", "line 3", "column"]),
-    ("yaml-tab", lambda t: ["show", write(t / "i.yaml", "name: a\nprogram:\n\tkind: gemv\n")],
-     ["i.yaml", "line 3", "column"]),
+    (
+        "seed-negative-functional",
+        lambda t: ["solve", write(t / "i.yaml", {**yaml.safe_load(GEMV.read_text()), "seed": -1}), "--method", "naive"],
+        ["i.yaml", "seed"],
+    ),
+    (
+        "seed-text",
+        lambda t: ["show", write(t / "i.yaml", {**yaml.safe_load(GEMV.read_text()), "seed": "x"})],
+        ["i.yaml", "seed"],
+    ),
+    (
+        "yaml-syntax-line-column",
+        lambda t: ["show", write(t / "i.yaml", "name: a\nprogram: {kind: gemv\n")],
+        ["i.yaml", "line 3", "column"],
+    ),
+    (
+        "yaml-tab",
+        lambda t: ["show", write(t / "i.yaml", "name: a\nprogram:\n\tkind: gemv\n")],
+        ["i.yaml", "line 3", "column"],
+    ),
     # PyYAML keeps the last of two equal keys without a word: the first `seed` would be ignored
-    ("yaml-duplicate-key", lambda t: ["show", write(t / "i.yaml", "name: a\nseed: 1\nprogram: {kind: gemv, n: 8, "
-                                                              "k: 16}\nseed: 2\n")],
-     ["i.yaml", "line 4", "duplicate key 'seed'"]),
-    ("json-syntax-line-column", lambda t: ["show", write(t / "i.json", '{"name": "a",\n "program": }')],
-     ["i.json", "line 2", "column"]),
+    (
+        "yaml-duplicate-key",
+        lambda t: ["show", write(t / "i.yaml", "name: a\nseed: 1\nprogram: {kind: gemv, n: 8, k: 16}\nseed: 2\n")],
+        ["i.yaml", "line 4", "duplicate key 'seed'"],
+    ),
+    (
+        "json-syntax-line-column",
+        lambda t: ["show", write(t / "i.json", '{"name": "a",\n "program": }')],
+        ["i.json", "line 2", "column"],
+    ),
     ("alias-bomb-top", lambda t: ["show", write(t / "b.yaml", _bomb())], ["b.yaml", "alias"]),
     ("alias-bomb-config", lambda t: ["show", write(t / "b.yaml", _config_bomb())], ["b.yaml", "alias"]),
-    ("alias-recursive", lambda t: ["show", write(t / "r.yaml", yaml.safe_dump(model()).replace(
-        "model_type: llama", "model_type: llama\n    loop: &l [*l]"))], ["r.yaml"]),
-    ("nesting-deep", lambda t: ["show", write(t / "d.yaml", "name: " + "[" * 20000 + "]" * 20000 + "\n")],
-     ["d.yaml", "nest"]),
-    ("json-nesting-deep", lambda t: ["show", write(t / "d.json", "[" * 200000 + "]" * 200000)],
-     ["d.json", "nest"]),
+    (
+        "alias-recursive",
+        lambda t: [
+            "show",
+            write(
+                t / "r.yaml",
+                yaml.safe_dump(model()).replace("model_type: llama", "model_type: llama\n    loop: &l [*l]"),
+            ),
+        ],
+        ["r.yaml"],
+    ),
+    (
+        "nesting-deep",
+        lambda t: ["show", write(t / "d.yaml", "name: " + "[" * 20000 + "]" * 20000 + "\n")],
+        ["d.yaml", "nest"],
+    ),
+    ("json-nesting-deep", lambda t: ["show", write(t / "d.json", "[" * 200000 + "]" * 200000)], ["d.json", "nest"]),
 ]
 
 
@@ -242,15 +296,23 @@ HARDWARE = [
     ("isa-9.0", lambda t: ["hw", _hw(t, isa_version="9.0")], ["h.yaml", "isa_version", "9.0"]),
     ("isa-1.99", lambda t: ["hw", _hw(t, isa_version="1.99")], ["h.yaml", "isa_version"]),
     ("isa-not-a-version", lambda t: ["hw", _hw(t, isa_version="latest")], ["h.yaml", "isa_version"]),
-    ("yaml-syntax", lambda t: ["hw", write(t / "h.yaml", "name: x\norganization: [\n")],
-     ["h.yaml", "line", "column"]),
-    ("alias-bomb", lambda t: ["hw", write(t / "h.yaml", FPGA_HW.read_text() + _bomb().split("description: x\n")[1])],
-     ["h.yaml", "alias"]),
+    ("yaml-syntax", lambda t: ["hw", write(t / "h.yaml", "name: x\norganization: [\n")], ["h.yaml", "line", "column"]),
+    (
+        "alias-bomb",
+        lambda t: ["hw", write(t / "h.yaml", FPGA_HW.read_text() + _bomb().split("description: x\n")[1])],
+        ["h.yaml", "alias"],
+    ),
     ("set-negative", lambda t: ["hw", "fpga-proto", "--set", "pim.lanes=-3"], ["--set pim.lanes=-3", "lanes"]),
-    ("set-text", lambda t: ["hw", "fpga-proto", "--set", "organization.channels=many"],
-     ["--set organization.channels=many", "channels"]),
-    ("set-solve", lambda t: ["solve", GEMV, "--method", "naive", "--set", "pim.lanes=0"],
-     ["--set pim.lanes=0", "lanes"]),
+    (
+        "set-text",
+        lambda t: ["hw", "fpga-proto", "--set", "organization.channels=many"],
+        ["--set organization.channels=many", "channels"],
+    ),
+    (
+        "set-solve",
+        lambda t: ["solve", GEMV, "--method", "naive", "--set", "pim.lanes=0"],
+        ["--set pim.lanes=0", "lanes"],
+    ),
     ("set-in-instance", _set_in_instance, ["i.yaml", "hardware.set", "pim.lanes=0", "lanes"]),
     ("set-unknown-field", lambda t: ["hw", "fpga-proto", "--set", "pim.wings=2"], ["--set pim.wings", "wings"]),
 ]
@@ -284,6 +346,7 @@ def _manifest(edit):
         else:
             (d / "manifest.json").write_text(json.dumps(m))
         return ["simulate", d]
+
     return build
 
 
@@ -294,6 +357,7 @@ def _set(key, value):
         for p in path:
             node = node[int(p)] if isinstance(node, list) else node[p]
         node[leaf] = value
+
     return edit
 
 
@@ -321,11 +385,17 @@ def _asm_latin1(m, d):
 
 MANIFEST = "manifest.json"
 STREAMS = [
-    ("manifest-latin1", lambda m, d: (d / MANIFEST).read_bytes().replace(b"fpga-proto", b"fpga-\xe9", 1),
-     [MANIFEST, "UTF-8"]),
+    (
+        "manifest-latin1",
+        lambda m, d: (d / MANIFEST).read_bytes().replace(b"fpga-proto", b"fpga-\xe9", 1),
+        [MANIFEST, "UTF-8"],
+    ),
     ("manifest-garbage", lambda m, d: GARBAGE, [MANIFEST, "UTF-8"]),
-    ("manifest-syntax", lambda m, d: (d / MANIFEST).read_text().replace('"channels": 2', '"channels": 2,,'),
-     [MANIFEST, "line 7", "column"]),
+    (
+        "manifest-syntax",
+        lambda m, d: (d / MANIFEST).read_text().replace('"channels": 2', '"channels": 2,,'),
+        [MANIFEST, "line 7", "column"],
+    ),
     ("channels-text", _set("channels", "2"), [MANIFEST, "channels"]),
     ("files-list", _set("files", []), [MANIFEST, "files"]),
     ("files-instructions-text", _set("files.channels.0.instructions", "69"), [MANIFEST, "instructions"]),
@@ -356,14 +426,18 @@ def test_streams(tmp_path, streams, edit, needles):
 
 # --- accepted: valid inputs next to the refused ones ------------------------------------------
 def _utf8_aliases(t):
-    text = GEMV.read_text().replace("description: GEMV", "description: GEMV – café ✓") \
-        .replace("seed: 0", "seed: &s 0\nx_note_unused: null").replace("x_note_unused: null\n", "")
+    text = (
+        GEMV.read_text()
+        .replace("description: GEMV", "description: GEMV – café ✓")
+        .replace("seed: 0", "seed: &s 0\nx_note_unused: null")
+        .replace("x_note_unused: null\n", "")
+    )
     return ["show", write(t / "ok.yaml", text)]
 
 
 def _small_aliases(t):
     data = yaml.safe_load(GEMV.read_text())
-    data.pop("description", None)      # (appended below: a second `description` would be a duplicate key)
+    data.pop("description", None)  # (appended below: a second `description` would be a duplicate key)
     text = yaml.safe_dump(data).replace("preset: fpga-proto", "preset: &p fpga-proto")
     return ["show", write(t / "ok.yaml", text + "description: *p\n")]
 
@@ -373,15 +447,32 @@ ACCEPTED = [
     ("show-json", lambda t: ["show", write(t / "ok.json", json.dumps(yaml.safe_load(GEMV.read_text())))]),
     ("show-utf8", _utf8_aliases),
     ("show-small-aliases", _small_aliases),
-    ("show-model-mistral", lambda t: ["show", write(t / "m.yaml", model(model_type="mistral",
-                                                                       num_key_value_heads=2))]),
-    ("show-model-gpt2", lambda t: ["show", write(t / "m.yaml", model(
-        model_type="gpt2", n_embd=64, n_layer=1, n_head=4, hidden_size=None, intermediate_size=None,
-        num_attention_heads=None, num_hidden_layers=None))]),
+    ("show-model-mistral", lambda t: ["show", write(t / "m.yaml", model(model_type="mistral", num_key_value_heads=2))]),
+    (
+        "show-model-gpt2",
+        lambda t: [
+            "show",
+            write(
+                t / "m.yaml",
+                model(
+                    model_type="gpt2",
+                    n_embd=64,
+                    n_layer=1,
+                    n_head=4,
+                    hidden_size=None,
+                    intermediate_size=None,
+                    num_attention_heads=None,
+                    num_hidden_layers=None,
+                ),
+            ),
+        ],
+    ),
     ("hw-file", lambda t: ["hw", _hw(t)]),
     ("hw-set", lambda t: ["hw", "fpga-proto", "--set", "pim.lanes=8"]),
-    ("solve-options-at-bounds", lambda t: S + ["--workers", "64", "--seed", str(2**31 - 1), "--deterministic-time",
-                                               "0", "--time-limit", "0.5"]),
+    (
+        "solve-options-at-bounds",
+        lambda t: S + ["--workers", "64", "--seed", str(2**31 - 1), "--deterministic-time", "0", "--time-limit", "0.5"],
+    ),
     ("solve-seed-negative-int32", lambda t: S + ["--seed", str(-(2**31))]),
     ("compare-trailing-comma", lambda t: ["compare", GEMV, "--methods", "naive,"]),
 ]

@@ -1,4 +1,5 @@
 """The CLI end to end: solve -> files -> simulate; errors are one line with exit status 2."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,21 @@ def test_solve_writes_outputs_and_simulate_reproduces(tmp_path):
     r = invoke("solve", ATTN, "--out", out, "--json", "--time-limit", "5")
     assert r.exit_code == 0, r.output
     rep = json.loads((out / "report.json").read_text())
-    for key in ("instance", "hardware", "method", "status", "objective_cycles", "bound_cycles", "lower_bound_cycles",
-                "simulated_cycles", "outputs_match", "max_abs_error", "violations", "solve_seconds", "utilization"):
+    for key in (
+        "instance",
+        "hardware",
+        "method",
+        "status",
+        "objective_cycles",
+        "bound_cycles",
+        "lower_bound_cycles",
+        "simulated_cycles",
+        "outputs_match",
+        "max_abs_error",
+        "violations",
+        "solve_seconds",
+        "utilization",
+    ):
         assert key in rep
     assert rep["outputs_match"] is True and rep["violations"] == 0
     assert rep["simulated_cycles"] == rep["objective_cycles"]
@@ -96,7 +110,7 @@ def test_simulate_rejects_a_tampered_program_precisely(tmp_path):
     text = asm.read_text()
     stamps = [m for m in re.finditer(r"^@(\d+) MAC", text, re.M)]
     m = stamps[3]  # a MAC in the middle of a sweep sequence: one cycle early breaks tMAC
-    text = text[: m.start(1)] + str(int(m.group(1)) - 1) + text[m.end(1):]
+    text = text[: m.start(1)] + str(int(m.group(1)) - 1) + text[m.end(1) :]
     asm.write_text(text)
     (out / "streams" / "ch00.bin").unlink()
     r = invoke("simulate", out / "streams")
@@ -117,8 +131,8 @@ def test_simulate_reports_a_program_slower_than_compiled(tmp_path):
     assert same["cycles_vs_compiled"] == 0
     asm = out / "streams" / "host.s"
     text = asm.read_text()
-    last = list(re.finditer(r"^@(\d+) (HOP|EPI)", text, re.M))[-1]   # the last host op, 7 cycles later
-    asm.write_text(text[: last.start(1)] + str(int(last.group(1)) + 7) + text[last.end(1):])
+    last = list(re.finditer(r"^@(\d+) (HOP|EPI)", text, re.M))[-1]  # the last host op, 7 cycles later
+    asm.write_text(text[: last.start(1)] + str(int(last.group(1)) + 7) + text[last.end(1) :])
     (out / "streams" / "host.bin").unlink()
     r = CliRunner().invoke(main, ["simulate", str(out / "streams"), "--json"], catch_exceptions=False)
     assert r.exit_code == 0
@@ -126,8 +140,10 @@ def test_simulate_reports_a_program_slower_than_compiled(tmp_path):
     note = [x for x in lines if x.startswith("pimsat:")]
     slow = json.loads("\n".join(x for x in lines if not x.startswith("pimsat:")))
     assert slow["program_modified"] is True and slow["cycles_vs_compiled"] == 7
-    assert note == [f"pimsat: 7 cycles slower than compiled ({rep['simulated_cycles']:,}): the program was changed "
-                    "since it was compiled"]
+    assert note == [
+        f"pimsat: 7 cycles slower than compiled ({rep['simulated_cycles']:,}): the program was changed "
+        "since it was compiled"
+    ]
 
 
 def test_more_error_paths_are_one_line(tmp_path):

@@ -1,4 +1,5 @@
 """Every instance under instances/ loads, builds its program and hardware, and fits."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -8,6 +8,7 @@ second each) with pimsat's handlers installed; a few `pimsat solve` runs check t
 to end, including after a real CP-SAT solve (OR-Tools used to re-install the default SIGINT
 action, so Ctrl-C killed pimsat with no message and no cleanup).
 """
+
 from __future__ import annotations
 
 import errno
@@ -52,8 +53,14 @@ except KeyboardInterrupt as e:
 
 def drive(out: Path, tag: str, pause: str | None = None, mode: str = "exchange"):
     env = {**os.environ, "PIMSAT_TEST_PAUSE_AT": pause or ""}
-    return subprocess.run([sys.executable, "-c", DRIVER, str(out), tag, mode], env=env, capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, str(out), tag, mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
 
 
 def hidden(parent: Path) -> list[str]:
@@ -115,8 +122,14 @@ def test_exchange_swaps_in_one_step(tmp_path):
 # --- the CLI end to end -------------------------------------------------------------------------
 def solve(instance, out, *extra, pause=None, method="naive"):
     env = {**os.environ, "PIMSAT_TEST_PAUSE_AT": pause or ""}
-    return subprocess.run([*PIMSAT, "solve", str(instance), "--method", method, "--out", str(out), "--json", *extra],
-                          env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [*PIMSAT, "solve", str(instance), "--method", method, "--out", str(out), "--json", *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def previous_output(out: Path) -> bytes:
@@ -173,8 +186,9 @@ print("solve ended", flush=True)
 def test_sigint_during_a_native_solve_exits_promptly():
     """CP-SAT keeps the main thread in native code: Python's handler would wait for the
     search to end (30 s here); the watchdog exits cleanly within about a second."""
-    p = subprocess.Popen([sys.executable, "-c", WATCHED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         cwd=ROOT)
+    p = subprocess.Popen(
+        [sys.executable, "-c", WATCHED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
     assert p.stdout.readline() == "solving\n"
     time.sleep(0.3)
     t0 = time.monotonic()

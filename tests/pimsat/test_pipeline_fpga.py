@@ -1,4 +1,5 @@
 """End to end on the fpga tier: every method's program is simulated, exact and correct."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,9 @@ def reports():
     out = {}
     for path in FPGA:
         inst = load_instance(path)
-        out[inst.name] = {m: report_dict(run(inst, SolveOptions(method=m, time_limit=10.0)))
-                          for m in ("naive", "greedy", "cpsat")}
+        out[inst.name] = {
+            m: report_dict(run(inst, SolveOptions(method=m, time_limit=10.0))) for m in ("naive", "greedy", "cpsat")
+        }
     return out
 
 
@@ -75,8 +77,7 @@ def test_narrow_link_what_if_is_slower_and_still_exact():
     broadcast, read-out) by tLINK, and the program stays exact and correct."""
     inst = load_instance(ROOT / "instances" / "fpga" / "gemv-64x128-b2-fpga.yaml")
     base = report_dict(run(inst, SolveOptions(method="cpsat", time_limit=10.0)))
-    narrow = report_dict(run(inst, SolveOptions(method="cpsat", time_limit=10.0),
-                             ["host.link_bytes_per_cycle=2"]))
+    narrow = report_dict(run(inst, SolveOptions(method="cpsat", time_limit=10.0), ["host.link_bytes_per_cycle=2"]))
     assert narrow["violations"] == 0 and narrow["outputs_match"] is True
     assert narrow["simulated_cycles"] == narrow["objective_cycles"]
     assert narrow["simulated_cycles"] > base["simulated_cycles"]

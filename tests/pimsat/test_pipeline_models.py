@@ -1,5 +1,6 @@
 """Whole decode steps through the pipeline: layer templates, Q/K/V and gate/up fusion, host op
 chains, KV append into banks, tied embeddings; refresh in the decoder; awkward sizes."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,11 @@ def test_model_every_method_exact_correct_ordered(name):
 
 
 def test_refresh_is_scheduled_exactly():
-    inst = Instance(name="refresh", program={"kind": "gemv", "n": 128, "k": 256},
-                    hardware={"preset": "fpga-proto", "set": ["timing.params.tREFI=600", "timing.params.tRFC=100"]})
+    inst = Instance(
+        name="refresh",
+        program={"kind": "gemv", "n": 128, "k": 256},
+        hardware={"preset": "fpga-proto", "set": ["timing.params.tREFI=600", "timing.params.tRFC=100"]},
+    )
     for method in ("naive", "greedy", "cpsat"):
         r = run(inst, SolveOptions(method=method, time_limit=5.0))
         assert r.outputs_match and r.sim.cycles == r.compiled.predicted_cycles
@@ -54,8 +58,11 @@ def test_tilings_that_do_not_fit_a_bank_are_not_candidates():
 
 def test_fewer_lanes_than_a_burst_slow_the_mac_in_the_simulator_too():
     base = Instance(name="lanes", program={"kind": "gemv", "n": 64, "k": 128}, hardware={"preset": "fpga-proto"})
-    narrow = Instance(name="lanes4", program={"kind": "gemv", "n": 64, "k": 128},
-                      hardware={"preset": "fpga-proto", "set": ["pim.lanes=4"]})
+    narrow = Instance(
+        name="lanes4",
+        program={"kind": "gemv", "n": 64, "k": 128},
+        hardware={"preset": "fpga-proto", "set": ["pim.lanes=4"]},
+    )
     a = run(base, SolveOptions(method="greedy"))
     b = run(narrow, SolveOptions(method="greedy"))
     assert b.sim.cycles > a.sim.cycles

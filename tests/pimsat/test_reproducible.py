@@ -1,6 +1,7 @@
 """Reproducible by default: the same command gives the same program whatever the machine's load.
 CP-SAT's search ends by proof or by its deterministic work budget (the default); the wall clock
 is only a guard, and a search it stops says so (Solution.search_end, the report's status)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -39,7 +40,7 @@ def _digest(folder: Path) -> str:
 
 
 def test_a_search_ended_by_the_work_budget_is_the_same_under_load():
-    p = layered_problem(400, seed=0)       # not proven optimal within the budget
+    p = layered_problem(400, seed=0)  # not proven optimal within the budget
     quiet = solve_cpsat(p, time_limit=60, deterministic_time=0.15)
     with cpu_hog():
         loaded = solve_cpsat(p, time_limit=60, deterministic_time=0.15)

@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from hwmodel import load_hardware  # noqa: E402
 
+
 @pytest.fixture(scope="session")
 def hbm2():
     return load_hardware("hbm2-pim", ["organization.channels=2"])

@@ -9,6 +9,7 @@ the banks of every unit that has such a row. After a pass: RDACC per unit into t
 tensor, strided by C*P. A REF every `ref_every` ACT groups. Each channel ends with SIG id=c; the
 host waits for every channel and runs the epilogue.
 """
+
 from __future__ import annotations
 
 from hwmodel.isa import make
@@ -16,29 +17,33 @@ from hwmodel.streams import Placement, StreamSet
 from ir.program import Op, Program
 from ir.types import Role, Tensor
 
-
 PRESETS = ("hbm2-pim", "gddr6-aim", "hbm3-pim", "fpga-proto")
 
 
 def norm_gemv_program(dtype, rows: int, name: str = "norm_gemv") -> Program:
     """rmsnorm on the host, then a gemv of `rows` x 64 in memory: a host op feeding a PIM op."""
-    ts = [Tensor(name="h", shape=(1, 64), dtype=dtype, role=Role.activation),
-          Tensor(name="norm.weight", shape=(64,), dtype=dtype, role=Role.weight),
-          Tensor(name="x", shape=(1, 64), dtype=dtype, role=Role.activation),
-          Tensor(name="gemv.weight", shape=(rows, 64), dtype=dtype, role=Role.weight),
-          Tensor(name="gemv.out", shape=(1, rows), dtype=dtype, role=Role.activation)]
-    ops = [Op(name="norm", kind="rmsnorm", inputs=["h", "norm.weight"], outputs=["x"]),
-           Op(name="gemv", kind="gemv", inputs=["x", "gemv.weight"], outputs=["gemv.out"])]
+    ts = [
+        Tensor(name="h", shape=(1, 64), dtype=dtype, role=Role.activation),
+        Tensor(name="norm.weight", shape=(64,), dtype=dtype, role=Role.weight),
+        Tensor(name="x", shape=(1, 64), dtype=dtype, role=Role.activation),
+        Tensor(name="gemv.weight", shape=(rows, 64), dtype=dtype, role=Role.weight),
+        Tensor(name="gemv.out", shape=(1, rows), dtype=dtype, role=Role.activation),
+    ]
+    ops = [
+        Op(name="norm", kind="rmsnorm", inputs=["h", "norm.weight"], outputs=["x"]),
+        Op(name="gemv", kind="gemv", inputs=["x", "gemv.weight"], outputs=["gemv.out"]),
+    ]
     return Program(name=name, tensors=ts, ops=ops, inputs=["h"], outputs=["gemv.out"])
 
 
 def streams(hw, *channels, host=(), symbols=(), placements=()) -> StreamSet:
     """A StreamSet from plain instruction lists."""
-    return StreamSet(hw.name, hw.isa_version, list(symbols), [list(c) for c in channels], list(host),
-                     list(placements))
+    return StreamSet(hw.name, hw.isa_version, list(symbols), [list(c) for c in channels], list(host), list(placements))
 
 
-def compile_gemv(hw, program, channels: int | None = None, ref_every: int = 16, host_first: list | None = None) -> StreamSet:
+def compile_gemv(
+    hw, program, channels: int | None = None, ref_every: int = 16, host_first: list | None = None
+) -> StreamSet:
     op = program.ops[-1] if host_first else program.ops[0]
     op_index = program.ops.index(op)
     xname, wname = op.inputs[0], op.inputs[1]
@@ -114,8 +119,17 @@ def compile_gemv(hw, program, channels: int | None = None, ref_every: int = 16, 
                 if n_a == 0:
                     continue
                 for b in range(B):
-                    s.append(make("RDACC", bank=p * bpp, acc=b * arows, count=n_a, dst=STG,
-                                  offset=b * N + q * rows_pass + c * P + p, stride=C * P))
+                    s.append(
+                        make(
+                            "RDACC",
+                            bank=p * bpp,
+                            acc=b * arows,
+                            count=n_a,
+                            dst=STG,
+                            offset=b * N + q * rows_pass + c * P + p,
+                            stride=C * P,
+                        )
+                    )
     for c in range(C):
         chans[c].append(make("REF"))
         chans[c].append(make("SIG", id=c))
@@ -143,11 +157,16 @@ def compile_attention(hw, program) -> StreamSet:
     sym = ["q", "k", "v", "scores.out#acc", "softmax.out", "context.out#acc"]
     Q, KN, VN, SC, PR, CX = range(6)
     kb, vb = 0, bpp
-    placements = [Placement("k_cache", 0, kb, 0, 0, 0, L * D),
-                  *[Placement("v_cache", 0, vb, 0, d, d, 1, count=L, stride=D) for d in range(D)]]
-    s = [make("ACT", mask=(1 << kb) | (1 << vb), row=0),
-         make("WR", bank=kb, col=pos, count=1, src=KN, offset=0, emask=0xFFFF)]
+    placements = [
+        Placement("k_cache", 0, kb, 0, 0, 0, L * D),
+        *[Placement("v_cache", 0, vb, 0, d, d, 1, count=L, stride=D) for d in range(D)],
+    ]
+    s = [
+        make("ACT", mask=(1 << kb) | (1 << vb), row=0),
+        make("WR", bank=kb, col=pos, count=1, src=KN, offset=0, emask=0xFFFF),
+    ]
     s += [make("WR", bank=vb, col=d, count=1, src=VN, offset=d, emask=1 << (pos % E)) for d in range(D)]
+
     def per_head(bank, n, src, src_len, dst):
         """Per head: broadcast one burst of `src`, n single-column MACs, read out every A."""
         for h in range(H):
@@ -156,14 +175,22 @@ def compile_attention(hw, program) -> StreamSet:
                 s.append(make("MAC", mask=1 << bank, col=i, count=1, gb=0, acc=i % A))
                 if i % A == A - 1 or i == n - 1:
                     base = i - i % A
-                    s.append(make("RDACC", bank=bank, acc=0, count=i - base + 1, dst=dst, offset=h * n + base,
-                                  stride=1))
+                    s.append(
+                        make("RDACC", bank=bank, acc=0, count=i - base + 1, dst=dst, offset=h * n + base, stride=1)
+                    )
 
     per_head(kb, L, Q, D, SC)
     s += [make("SIG", id=0), make("WAIT", id=1)]
     per_head(vb, D, PR, L, CX)
     s += [make("PRE", mask=(1 << kb) | (1 << vb)), make("REF"), make("SIG", id=2)]
-    host = [make("WAIT", id=0), make("EPI", op=ops["scores"]), make("HOP", op=ops["softmax"]), make("SIG", id=1),
-            make("WAIT", id=2), make("EPI", op=ops["context"])]
-    return StreamSet(hw.name, hw.isa_version, sym, [s] + [[] for _ in range(hw.organization.channels - 1)], host,
-                     placements)
+    host = [
+        make("WAIT", id=0),
+        make("EPI", op=ops["scores"]),
+        make("HOP", op=ops["softmax"]),
+        make("SIG", id=1),
+        make("WAIT", id=2),
+        make("EPI", op=ops["context"]),
+    ]
+    return StreamSet(
+        hw.name, hw.isa_version, sym, [s] + [[] for _ in range(hw.organization.channels - 1)], host, placements
+    )

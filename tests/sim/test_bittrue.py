@@ -1,5 +1,6 @@
 """The hardware's arithmetic (hwmodel/numerics.py) and the bit-true model (sim/bittrue.py):
 simulated values must equal the model exactly, and the model is not the float reference."""
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,7 @@ def test_burst_sum_is_the_balanced_tree_not_left_to_right():
 
 
 def test_burst_sum_pads_to_a_power_of_two():
-    p = np.arange(1, 6, dtype=F32)          # 5 lanes -> a tree of 8 with 3 zero lanes
+    p = np.arange(1, 6, dtype=F32)  # 5 lanes -> a tree of 8 with 3 zero lanes
     assert numerics.burst_sums(p[None])[0] == F32(15)
 
 
@@ -51,7 +52,7 @@ def test_dot_pads_the_last_burst_with_zeros_and_blocks_rows():
     x = rng.standard_normal((2, 37)).astype(np.float16)
     w = rng.standard_normal((9, 37)).astype(np.float16)
     full = numerics.dot(x, w, 16)
-    blocked = numerics.dot(x, w, 16, max_block=16)     # one output row per block
+    blocked = numerics.dot(x, w, 16, max_block=16)  # one output row per block
     assert np.array_equal(full, blocked)
     assert np.allclose(full, x.astype(np.float64) @ w.astype(np.float64).T, rtol=1e-5, atol=1e-5)
 
@@ -80,8 +81,11 @@ def test_the_model_is_not_the_float_reference():
 # ~50 s, mostly the functional pass's per-instruction replay): `PIMSAT_FULL=1` runs them too.
 HEAVY = {"gemv-4096-b16-hbm2-64ch", "gemv-4096-b4-hbm2-64ch", "gpt2-c128-hbm2-64ch"}
 FULL = os.environ.get("PIMSAT_FULL") == "1"
-TIERS = [pytest.param(p, marks=pytest.mark.skipif(p.stem in HEAVY and not FULL, reason="heavy: PIMSAT_FULL=1"))
-         for t in ("fpga", "micro", "small") for p in instance_files(ROOT / "instances" / t)]
+TIERS = [
+    pytest.param(p, marks=pytest.mark.skipif(p.stem in HEAVY and not FULL, reason="heavy: PIMSAT_FULL=1"))
+    for t in ("fpga", "micro", "small")
+    for p in instance_files(ROOT / "instances" / t)
+]
 
 
 @pytest.mark.parametrize("path", TIERS, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -94,16 +98,22 @@ def test_every_fpga_micro_small_instance_is_bit_exact(path):
 
 
 @settings(max_examples=12, deadline=None)
-@given(n=st.integers(1, 40), k=st.integers(1, 70), batch=st.integers(1, 3), bias=st.booleans(),
-       seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(1, 40), k=st.integers(1, 70), batch=st.integers(1, 3), bias=st.booleans(), seed=st.integers(0, 2**16)
+)
 def test_random_gemvs_on_the_fpga_equal_the_model(n, k, batch, bias, seed):
     """Property: for any gemv shape (ragged bursts, padding rows, batches), the compiled program's
     simulated outputs equal the bit-true model exactly."""
     from pimsat.instance import Instance
 
-    inst = Instance.model_validate({"name": "p", "program": {"kind": "gemv", "n": n, "k": k, "batch": batch,
-                                                             "bias": bias},
-                                    "hardware": {"preset": "fpga-proto"}, "seed": seed})
+    inst = Instance.model_validate(
+        {
+            "name": "p",
+            "program": {"kind": "gemv", "n": n, "k": k, "batch": batch, "bias": bias},
+            "hardware": {"preset": "fpga-proto"},
+            "seed": seed,
+        }
+    )
     r = run(inst, SolveOptions(method="greedy", functional=True))
     assert r.bit_exact is True
 
@@ -112,10 +122,10 @@ def test_a_wrong_data_movement_is_caught_by_the_model_not_by_the_tolerance():
     """The audit's cases, on the attention kernel: a WR offset or a WR element mask one off stays
     within the fp16 tolerance of the float reference (measured: 'bit-true only'), an ACT row one
     off does not; the bit-true model catches all three."""
+    import sim
     from hwmodel.isa import Instruction
     from hwmodel.streams import StreamSet
     from pimsat.pipeline import compare_outputs
-    import sim
 
     r, st_, inp = _compile(ROOT / "instances" / "fpga" / "attention-h2-d16-c31-fpga.yaml")
     ss = r.compiled.streams
@@ -128,8 +138,9 @@ def test_a_wrong_data_movement_is_caught_by_the_model_not_by_the_tolerance():
             ins = stream[i]
             k = ins.spec.field_names.index(field)
             v = ins.args[k]
-            new = Instruction(op, ins.args[:k] + ((v ^ 1) if field != "emask" else (v >> 1),) + ins.args[k + 1:],
-                              ins.cycle)
+            new = Instruction(
+                op, ins.args[:k] + ((v ^ 1) if field != "emask" else (v >> 1),) + ins.args[k + 1 :], ins.cycle
+            )
             chans = [list(s) for s in ss.channels]
             chans[c][i] = new
             m = StreamSet(ss.hardware, ss.isa_version, list(ss.symbols), chans, list(ss.host), list(ss.placements))
@@ -140,7 +151,7 @@ def test_a_wrong_data_movement_is_caught_by_the_model_not_by_the_tolerance():
                 break
             ok, _ = compare_outputs(r.program, res.outputs, ir.run(r.program, inp, st_))
             exact = bit_true_check(r.hardware, r.program, inp, st_, m, res).exact
-            caught[(op, field)] = ("MISSED" if exact else "bit-true only" if ok else "bit-true and tolerance")
+            caught[(op, field)] = "MISSED" if exact else "bit-true only" if ok else "bit-true and tolerance"
             break
     assert caught and all(v != "MISSED" for v in caught.values()), caught
 

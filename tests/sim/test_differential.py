@@ -1,15 +1,16 @@
 """Differential tests: streams from the hand-written generators (simgen) against ir.reference."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from simgen import compile_attention, compile_gemv
 
 from hwmodel import load_hardware
 from ir import attention_program, gemv_program, generate_inputs, generate_state, run
 from sim import simulate, verify
-from simgen import compile_attention, compile_gemv
 
 HW = {p: load_hardware(p, ["organization.channels=2"]) for p in ("fpga-proto", "hbm2-pim", "gddr6-aim", "hbm3-pim")}
 

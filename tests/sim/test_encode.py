@@ -1,5 +1,6 @@
 """encode_stream decodes fields once per distinct command object: the table equals the one built
 instruction by instruction, whatever objects the stream shares."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,12 +9,17 @@ from hypothesis import strategies as st
 
 from hwmodel import load_hardware
 from hwmodel.isa import Instruction, make
-from sim.encode import OPCODES, encode_fields, encode_stream
 from sim.channel import C_STAMP
+from sim.encode import OPCODES, encode_fields, encode_stream
 
 HW = load_hardware("hbm2-pim", ["organization.channels=2"])
-SHARED = [make("MAC", mask=0x5, col=3, count=4, gb=8, acc=1), make("ACT", mask=0x5, row=7), make("PRE", mask=0x5),
-          make("REF"), make("WRGB", gb=1, count=1, src=2, offset=64)]
+SHARED = [
+    make("MAC", mask=0x5, col=3, count=4, gb=8, acc=1),
+    make("ACT", mask=0x5, row=7),
+    make("PRE", mask=0x5),
+    make("REF"),
+    make("WRGB", gb=1, count=1, src=2, offset=64),
+]
 
 
 def _reference(stream):

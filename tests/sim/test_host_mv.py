@@ -1,14 +1,15 @@
 """HMV: rows of a gemv on the host, added into the staging tensor EPI reads (ISA 1.2)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from simgen import norm_gemv_program, streams
 
 from hwmodel.isa import make
 from hwmodel.streams import Placement
 from ir import gemv_program, generate_inputs, generate_state, run
 from sim import SimulationError, simulate, verify
-from simgen import norm_gemv_program, streams
 
 N, K, B = 4, 32, 2
 
@@ -16,8 +17,12 @@ N, K, B = 4, 32, 2
 def _read_all_rows(sig: int = 0):
     """The whole 4x32 weight in row 3 of bank 1 (8 bursts), read into `gemv.weight#host`."""
     pl = [Placement("gemv.weight", 0, 1, 3, 0, 0, N * K)]
-    ch = [make("ACT", mask=0b10, row=3), make("RD", bank=1, col=0, count=8, dst=1, offset=0),
-          make("PRE", mask=0b10), make("SIG", id=sig)]
+    ch = [
+        make("ACT", mask=0b10, row=3),
+        make("RD", bank=1, col=0, count=8, dst=1, offset=0),
+        make("PRE", mask=0b10),
+        make("SIG", id=sig),
+    ]
     return pl, ch
 
 
@@ -34,8 +39,12 @@ def _cycles(hw, rows, chained=False):
 
 
 def test_rows_on_the_host_then_epilogue_match_reference(fpga):
-    host = [make("WAIT", id=0), make("HMV", op=0, row0=0, rows=1), make("HMV", op=0, row0=1, rows=3, chain=1),
-            make("EPI", op=0)]
+    host = [
+        make("WAIT", id=0),
+        make("HMV", op=0, row0=0, rows=1),
+        make("HMV", op=0, row0=1, rows=3, chain=1),
+        make("EPI", op=0),
+    ]
     prog, st, inp, res = _run(fpga, host)
     ok, err = verify(res, run(prog, inp, st))
     assert ok, err
@@ -50,8 +59,10 @@ def test_rows_left_out_are_an_uninitialised_staging_read(fpga):
     with pytest.raises(SimulationError) as e:
         _run(fpga, [make("WAIT", id=0), make("HMV", op=0, row0=0, rows=3), make("EPI", op=0)])
     assert e.value.kind == "uninitialised" and "gemv.out#acc" in str(e.value) and "element 3 " in str(e.value)
-    prog, st, inp, res = _run(fpga, [make("WAIT", id=0), make("HMV", op=0, row0=0, rows=3),
-                                     make("HMV", op=0, row0=3, rows=1), make("EPI", op=0)])
+    prog, st, inp, res = _run(
+        fpga,
+        [make("WAIT", id=0), make("HMV", op=0, row0=0, rows=3), make("HMV", op=0, row0=3, rows=1), make("EPI", op=0)],
+    )
     assert np.allclose(res.outputs["gemv.out"], run(prog, inp, st)["gemv.out"], rtol=2e-2, atol=2e-2)
 
 
@@ -72,17 +83,20 @@ def test_host_unit_busy_boundary(fpga):
     assert e.value.kind == "bus" and e.value.instr == 2 and e.value.cycle == 999 + first
 
 
-@pytest.mark.parametrize("host, kind, text", [
-    ([make("HMV", op=0, row0=2, rows=3)], "symbol", "outside its 4 rows"),
-    ([make("HMV", op=0, row0=0, rows=0)], "symbol", "outside its 4 rows"),
-    ([make("HOP", op=0), make("HMV", op=0, row0=0, rows=1, chain=1)], "stream", "HMV chain=1 must follow a HMV"),
-    # an epilogue chained to nothing would skip the launch cost (the audit found it 20 cycles faster)
-    ([make("WAIT", id=0), make("EPI", op=0, chain=1)], "stream", "EPI chain=1 must follow a EPI"),
-    ([make("HMV", op=0, row0=0, rows=4), make("EPI", op=0, chain=1)], "stream", "EPI chain=1 must follow a EPI"),
-    # SIG / WAIT act when reached: a stamp on one would be silently ignored
-    ([make("WAIT", id=0, cycle=5)], "stream", "WAIT carries an issue stamp @5"),
-    ([make("WAIT", id=0), make("SIG", id=1, cycle=0)], "stream", "SIG carries an issue stamp @0"),
-])
+@pytest.mark.parametrize(
+    "host, kind, text",
+    [
+        ([make("HMV", op=0, row0=2, rows=3)], "symbol", "outside its 4 rows"),
+        ([make("HMV", op=0, row0=0, rows=0)], "symbol", "outside its 4 rows"),
+        ([make("HOP", op=0), make("HMV", op=0, row0=0, rows=1, chain=1)], "stream", "HMV chain=1 must follow a HMV"),
+        # an epilogue chained to nothing would skip the launch cost (the audit found it 20 cycles faster)
+        ([make("WAIT", id=0), make("EPI", op=0, chain=1)], "stream", "EPI chain=1 must follow a EPI"),
+        ([make("HMV", op=0, row0=0, rows=4), make("EPI", op=0, chain=1)], "stream", "EPI chain=1 must follow a EPI"),
+        # SIG / WAIT act when reached: a stamp on one would be silently ignored
+        ([make("WAIT", id=0, cycle=5)], "stream", "WAIT carries an issue stamp @5"),
+        ([make("WAIT", id=0), make("SIG", id=1, cycle=0)], "stream", "SIG carries an issue stamp @0"),
+    ],
+)
 def test_malformed(fpga, host, kind, text):
     with pytest.raises(SimulationError) as e:
         _run(fpga, host, functional=False)

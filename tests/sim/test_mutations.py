@@ -11,6 +11,7 @@ or change the outputs. Classes:
 
 The detection rate of every class is printed and must be 100 %.
 """
+
 from __future__ import annotations
 
 import random
@@ -18,12 +19,12 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from simgen import compile_attention, compile_gemv, norm_gemv_program
 
 from hwmodel import load_hardware
 from hwmodel.isa import Instruction
 from ir import attention_program, gemv_program, generate_inputs, generate_state
 from sim import SimulationError, simulate
-from simgen import compile_attention, compile_gemv, norm_gemv_program
 
 MAX_PER_CLASS = 80
 
@@ -77,20 +78,23 @@ def _mutants(hw, ss, rng):
                 if free:
                     b, b2 = rng.choice(bits), rng.choice(free)
                     new = dict(f, mask=f["mask"] & ~(1 << b) | (1 << b2))
-                    by_class["bank"].append((where, replaced(kind, c, i, Instruction(ins.op, tuple(new.values()),
-                                                                                    ins.cycle))))
+                    by_class["bank"].append(
+                        (where, replaced(kind, c, i, Instruction(ins.op, tuple(new.values()), ins.cycle)))
+                    )
             if "bank" in f:
                 if ins.op == "RDACC":
                     choices = [b for b in range(nb) if b // bpp != f["bank"] // bpp]
                 else:
                     choices = [b for b in range(nb) if b != f["bank"]]
                 new = dict(f, bank=rng.choice(choices))
-                by_class["bank"].append((where, replaced(kind, c, i, Instruction(ins.op, tuple(new.values()),
-                                                                                ins.cycle))))
+                by_class["bank"].append(
+                    (where, replaced(kind, c, i, Instruction(ins.op, tuple(new.values()), ins.cycle)))
+                )
             if ins.op == "ACT":
                 new = dict(f, row=(f["row"] + rng.randrange(1, org.rows)) % org.rows)
-                by_class["row"].append((where, replaced(kind, c, i, Instruction(ins.op, tuple(new.values()),
-                                                                               ins.cycle))))
+                by_class["row"].append(
+                    (where, replaced(kind, c, i, Instruction(ins.op, tuple(new.values()), ins.cycle)))
+                )
             if ins.op in ("PRE", "SIG", "WAIT"):
                 by_class[f"drop-{ins.op}"].append((where, replaced(kind, c, i, None)))
     for k, v in by_class.items():
@@ -128,7 +132,9 @@ def test_mutations_are_detected(hw, prog, ss, capsys, request):
                 missed.append(f"{cls}: {where}")
         rates[cls] = (caught, len(cases))
     with capsys.disabled():
-        print(f"\n[{name}] mutation detection: " +
-              ", ".join(f"{k} {c}/{n} ({100 * c / n:.0f} %)" for k, (c, n) in rates.items()))
+        print(
+            f"\n[{name}] mutation detection: "
+            + ", ".join(f"{k} {c}/{n} ({100 * c / n:.0f} %)" for k, (c, n) in rates.items())
+        )
     assert {"stamp-1", "bank", "row", "drop-PRE", "drop-SIG", "drop-WAIT"} <= set(rates)
     assert not missed, missed

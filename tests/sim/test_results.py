@@ -1,4 +1,5 @@
 """SimResult contents: per-instruction times, log format, statistics; host costs; the fallback."""
+
 from __future__ import annotations
 
 import math
@@ -8,12 +9,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from simgen import compile_gemv, streams
 
 from hwmodel.isa import make
 from hwmodel.model import COMMANDS
-from ir import build_decode_step, gemv_program, PRESETS
+from ir import PRESETS, build_decode_step, gemv_program
 from sim import HOST_EVENT_DTYPE, LOG_DTYPE, epilogue_cycles, host_op_cycles, simulate
-from simgen import compile_gemv, streams
 
 
 def test_log_format_and_counts(hbm2):
@@ -23,10 +24,10 @@ def test_log_format_and_counts(hbm2):
     log = res.log
     assert log.dtype == LOG_DTYPE and res.host_events.dtype == HOST_EVENT_DTYPE
     assert len(log) == res.commands == sum(res.command_counts.values())
-    assert np.all(np.diff(log["channel"]) >= 0)                      # channel after channel
+    assert np.all(np.diff(log["channel"]) >= 0)  # channel after channel
     for c in range(2):
         mine = log[log["channel"] == c]
-        assert np.all(np.diff(mine["cycle"]) > 0)                      # one command per cycle per bus, in order
+        assert np.all(np.diff(mine["cycle"]) > 0)  # one command per cycle per bus, in order
         t = res.times(c)
         cmd = np.array([i.op not in ("SIG", "WAIT") for i in ss.channels[c]])
         first = mine[np.r_[True, np.diff(mine["instr"]) != 0]]
@@ -36,13 +37,15 @@ def test_log_format_and_counts(hbm2):
     assert np.all(mac["bank"] == -1) and np.all(mac["mask"] > 0) and np.all(mac["row"] >= 0)
     act = log[log["command"] == COMMANDS.index("ACT")]
     assert np.all(act["col"] == -1)
-    assert res.cycles == max(int(res.times(c).done.max()) for c in range(2)) \
-        or res.cycles == int(res.host_events["end"].max())
+    assert res.cycles == max(int(res.times(c).done.max()) for c in range(2)) or res.cycles == int(
+        res.host_events["end"].max()
+    )
     assert 0 < res.utilization <= 1 and np.all(res.pu_utilization <= 1)
     assert res.pu_macs.sum() == sum(bin(int(m)).count("1") for m in mac["mask"])
     assert 0 < res.row_hit_rate < 1
-    assert res.refreshes.tolist() == [int(np.sum(log[log["channel"] == c]["command"] == COMMANDS.index("REF")))
-                                      for c in range(2)]
+    assert res.refreshes.tolist() == [
+        int(np.sum(log[log["channel"] == c]["command"] == COMMANDS.index("REF"))) for c in range(2)
+    ]
     assert "MAC->MAC channel tMAC" in res.stalls and "sync" not in res.stalls
     assert set(res.summary()) >= {"cycles", "commands", "utilization", "stalls"}
 
@@ -66,7 +69,8 @@ def test_host_costs(hbm2):
             assert c == h.dispatch_cycles + math.ceil(b * n * k / h.matrix_macs_per_cycle)
             out = prog.tensors[op.outputs[0]].shape
             assert epilogue_cycles(hbm2, prog, i) == h.dispatch_cycles + math.ceil(
-                math.prod(out) / h.vector_elements_per_cycle)
+                math.prod(out) / h.vector_elements_per_cycle
+            )
         elif op.kind.value == "softmax":
             n = math.prod(prog.tensors[op.inputs[0]].shape)
             assert c == h.dispatch_cycles + math.ceil(2 * n / h.vector_elements_per_cycle)
@@ -76,7 +80,9 @@ def test_host_costs(hbm2):
 def test_host_stream_timing(hbm2):
     prog = gemv_program(8, 64, dtype="fp16")
     host = [make("HOP", op=0), make("HOP", op=0, cycle=5000), make("SIG", id=1)]
-    res = simulate(hbm2, streams(hbm2, [make("WAIT", id=1), make("REF")], host=host, symbols=["x"]), prog, functional=False)
+    res = simulate(
+        hbm2, streams(hbm2, [make("WAIT", id=1), make("REF")], host=host, symbols=["x"]), prog, functional=False
+    )
     d = host_op_cycles(hbm2, prog, 0)
     assert res.host_events["start"].tolist() == [0, 5000] and res.host_events["end"].tolist() == [d, 5000 + d]
     assert res.signals[1] == 5000 + d and res.stalls["host stamp"] == 5000 - d

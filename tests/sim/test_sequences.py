@@ -1,14 +1,15 @@
 """Hand-derived command sequences: the expected cycles are computed here from the formulas."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from simgen import PRESETS, streams
 
 from hwmodel import load_hardware
 from hwmodel.isa import make
 from hwmodel.model import COMMANDS
 from sim import SimulationError, simulate
-from simgen import PRESETS, streams
 
 
 def _p(hw):
@@ -28,7 +29,7 @@ def test_four_rows_read_in_order(preset):
     res = simulate(hw, streams(hw, s, symbols=["t"]), functional=False)
     act = 0
     expect = []
-    for r in range(4):
+    for _ in range(4):
         rd0 = act + p["tRCDRD"]
         rdl = rd0 + (cols - 1) * p["tCCD_L"]
         pre = max(rdl + p["tRTP"], act + p["tRAS"])
@@ -50,8 +51,12 @@ def test_all_banks_activated_back_to_back(preset):
     ACT_{i-4} of its rank + tFAW) - ranks counted separately for tRRD_S and tFAW."""
     hw = load_hardware(preset, ["organization.channels=1"])
     p, org = _p(hw), hw.organization
-    order = [r * org.banks_per_rank + g * org.banks_per_group + i
-             for r in range(org.ranks) for i in range(org.banks_per_group) for g in range(org.bank_groups)]
+    order = [
+        r * org.banks_per_rank + g * org.banks_per_group + i
+        for r in range(org.ranks)
+        for i in range(org.banks_per_group)
+        for g in range(org.bank_groups)
+    ]
     s = [make("ACT", mask=1 << b, row=5) for b in order] + [make("PRE", mask=(1 << len(order)) - 1)]
     res = simulate(hw, streams(hw, s, symbols=["t"]), functional=False)
     times: list[int] = []
@@ -80,9 +85,13 @@ def test_mac_sweep_spacing(preset):
     n = min(hw.gb_bursts, hw.organization.columns)
     bpp, nb = hw.pim.banks_per_pu, hw.organization.banks_per_channel
     mask = sum(1 << b for b in range(0, nb, bpp))
-    s = [make("WRGB", gb=0, count=n, src=0, offset=0), make("ACT", mask=mask, row=0),
-         make("MAC", mask=mask, col=0, count=n, gb=0, acc=0), make("RDACC", bank=0, acc=0, count=1, dst=0, offset=0,
-                                                                  stride=1), make("PRE", mask=mask)]
+    s = [
+        make("WRGB", gb=0, count=n, src=0, offset=0),
+        make("ACT", mask=mask, row=0),
+        make("MAC", mask=mask, col=0, count=n, gb=0, acc=0),
+        make("RDACC", bank=0, acc=0, count=1, dst=0, offset=0, stride=1),
+        make("PRE", mask=mask),
+    ]
     res = simulate(hw, streams(hw, s, symbols=["t"]), functional=False)
     act = (n - 1) * p["tCCD_S"] + 1
     mac0 = max(act + p["tRCDRD"], (n - 1) * p["tCCD_S"] + p["tGB"])
@@ -100,8 +109,12 @@ def test_global_buffer_burst_readiness():
     dedicated global-buffer write path: over the data bus the WRGB -> MAC turnaround binds first)."""
     hbm2 = load_hardware("hbm2-pim", ["organization.channels=1", "pim.gb_write_path=dedicated"])
     p = _p(hbm2)
-    s = [make("ACT", mask=1, row=0), make("WRGB", cycle=100, gb=3, count=1, src=0, offset=0),
-         make("MAC", mask=1, col=0, count=1, gb=3, acc=0), make("PRE", mask=1)]
+    s = [
+        make("ACT", mask=1, row=0),
+        make("WRGB", cycle=100, gb=3, count=1, src=0, offset=0),
+        make("MAC", mask=1, col=0, count=1, gb=3, acc=0),
+        make("PRE", mask=1),
+    ]
     res = simulate(hbm2, streams(hbm2, s, symbols=["t"]), functional=False)
     assert res.times(0).issue[2] == 100 + p["tGB"]
     s[2] = s[2].at(100 + p["tGB"] - 1)
@@ -143,8 +156,7 @@ def test_refresh_late_ref_and_owed_at_end(fpga):
 
 def test_refresh_needs_closed_banks(hbm2):
     with pytest.raises(SimulationError) as e:
-        simulate(hbm2, streams(hbm2, [make("ACT", mask=4, row=0), make("REF"), make("PRE", mask=4)]),
-                 functional=False)
+        simulate(hbm2, streams(hbm2, [make("ACT", mask=4, row=0), make("REF"), make("PRE", mask=4)]), functional=False)
     assert e.value.kind == "bank_state" and e.value.bank == 2 and e.value.instr == 1
 
 
@@ -155,27 +167,34 @@ def test_bus_conflict_and_stream_order(hbm2):
     err = e.value
     assert err.kind == "bus" and err.cycle == 10 and err.instr == 1 and err.needed == 1 and err.actual == 0
     # a sweep: the next instruction may not start before the sweep's last command
-    s = [make("WRGB", gb=0, count=4, src=0, offset=0, cycle=0), make("ACT", mask=1, row=0, cycle=5), make("PRE", mask=1)]
+    s = [
+        make("WRGB", gb=0, count=4, src=0, offset=0, cycle=0),
+        make("ACT", mask=1, row=0, cycle=5),
+        make("PRE", mask=1),
+    ]
     with pytest.raises(SimulationError) as e:
         simulate(hbm2, streams(hbm2, s, symbols=["t"]), functional=False)
     assert e.value.kind == "bus" and e.value.instr == 1
 
 
-@pytest.mark.parametrize("bad, kind", [
-    ([make("MAC", mask=1, col=0, count=1, gb=0, acc=0)], "bank_state"),                 # closed bank
-    ([make("ACT", mask=1, row=0), make("ACT", mask=1, row=1)], "bank_state"),           # open bank
-    ([make("PRE", mask=1)], "bank_state"),
-    ([make("ACT", mask=3, row=0), make("MAC", mask=3, col=0, count=1, gb=0, acc=0)], "pim_unit"),
-    ([make("ACT", mask=1, row=0), make("MAC", mask=1, col=0, count=1, gb=8, acc=0)], "range"),   # GB has 8
-    ([make("ACT", mask=1, row=0), make("MAC", mask=1, col=0, count=1, gb=0, acc=8)], "range"),   # 8 accumulators
-    ([make("RDACC", bank=0, acc=4, count=5, dst=0, offset=0, stride=1)], "range"),
-    ([make("ACT", mask=1, row=0), make("RD", bank=0, col=30, count=3, dst=0, offset=0)], "range"),
-    ([make("ACT", mask=1 << 16, row=0)], "range"),
-    ([make("ACT", mask=1, row=16384)], "range"),
-    ([make("RD", bank=16, col=0, count=1, dst=0, offset=0)], "range"),
-    ([make("WRGB", gb=0, count=0, src=0, offset=0)], "range"),
-    ([make("HOP", op=0)], "stream"),
-])
+@pytest.mark.parametrize(
+    "bad, kind",
+    [
+        ([make("MAC", mask=1, col=0, count=1, gb=0, acc=0)], "bank_state"),  # closed bank
+        ([make("ACT", mask=1, row=0), make("ACT", mask=1, row=1)], "bank_state"),  # open bank
+        ([make("PRE", mask=1)], "bank_state"),
+        ([make("ACT", mask=3, row=0), make("MAC", mask=3, col=0, count=1, gb=0, acc=0)], "pim_unit"),
+        ([make("ACT", mask=1, row=0), make("MAC", mask=1, col=0, count=1, gb=8, acc=0)], "range"),  # GB has 8
+        ([make("ACT", mask=1, row=0), make("MAC", mask=1, col=0, count=1, gb=0, acc=8)], "range"),  # 8 accumulators
+        ([make("RDACC", bank=0, acc=4, count=5, dst=0, offset=0, stride=1)], "range"),
+        ([make("ACT", mask=1, row=0), make("RD", bank=0, col=30, count=3, dst=0, offset=0)], "range"),
+        ([make("ACT", mask=1 << 16, row=0)], "range"),
+        ([make("ACT", mask=1, row=16384)], "range"),
+        ([make("RD", bank=16, col=0, count=1, dst=0, offset=0)], "range"),
+        ([make("WRGB", gb=0, count=0, src=0, offset=0)], "range"),
+        ([make("HOP", op=0)], "stream"),
+    ],
+)
 def test_state_and_range_errors(hbm2, bad, kind):
     with pytest.raises(SimulationError) as e:
         simulate(hbm2, streams(hbm2, bad, symbols=["t"]), functional=False)
@@ -183,12 +202,15 @@ def test_state_and_range_errors(hbm2, bad, kind):
     assert e.value.stream == 0 and e.value.instr == len(bad) - 1 and e.value.text and e.value.cycle is not None
 
 
-@pytest.mark.parametrize("opened, mac_mask, kind, bank", [
-    (0b0001, 0b0011, "bank_state", 1),   # bank 1 closed and bank 1 shares bank 0's unit: the state first
-    (0b0010, 0b0111, "bank_state", 0),   # the lowest bad bank is reported
-    (0b0111, 0b1111, "pim_unit", 1),     # bank 1 doubles a unit before bank 3 (closed) is reached
-    (0b0011, 0b0011, "pim_unit", 1),
-])
+@pytest.mark.parametrize(
+    "opened, mac_mask, kind, bank",
+    [
+        (0b0001, 0b0011, "bank_state", 1),  # bank 1 closed and bank 1 shares bank 0's unit: the state first
+        (0b0010, 0b0111, "bank_state", 0),  # the lowest bad bank is reported
+        (0b0111, 0b1111, "pim_unit", 1),  # bank 1 doubles a unit before bank 3 (closed) is reached
+        (0b0011, 0b0011, "pim_unit", 1),
+    ],
+)
 def test_first_bad_bank_of_a_mask(hbm2, opened, mac_mask, kind, bank):
     """A MAC over several banks reports the first bank, in bank order, that breaks a rule; at one
     bank the bank state is checked before the PIM unit (hbm2-pim: banks 2u and 2u+1 share unit u)."""
@@ -204,13 +226,20 @@ def test_open_banks_survive_slices(hbm2, monkeypatch):
     import sim.engine as engine
 
     monkeypatch.setattr(engine, "SLICE", 1)
-    ok = [make("ACT", mask=0b0101, row=3), make("MAC", mask=0b0101, col=0, count=1, gb=0, acc=0),
-          make("PRE", mask=0b0101)]
+    ok = [
+        make("ACT", mask=0b0101, row=3),
+        make("MAC", mask=0b0101, col=0, count=1, gb=0, acc=0),
+        make("PRE", mask=0b0101),
+    ]
     res = simulate(hbm2, streams(hbm2, ok, symbols=["t"]), functional=False, record=False)
     assert res.cycles > 0
     with pytest.raises(SimulationError) as e:
-        simulate(hbm2, streams(hbm2, ok[:1] + [make("ACT", mask=0b0100, row=1)], symbols=["t"]), functional=False,
-                 record=False)
+        simulate(
+            hbm2,
+            streams(hbm2, ok[:1] + [make("ACT", mask=0b0100, row=1)], symbols=["t"]),
+            functional=False,
+            record=False,
+        )
     assert (e.value.kind, e.value.bank, e.value.instr) == ("bank_state", 2, 1)
 
 
@@ -226,7 +255,7 @@ def test_sig_wait_timing(hbm2):
     ch0 = [make("ACT", mask=1, row=0), make("PRE", mask=1), make("SIG", id=7)]
     ch1 = [make("WAIT", id=7), make("ACT", mask=1, row=0), make("PRE", mask=1)]
     res = simulate(hbm2, streams(hbm2, ch0, ch1), functional=False)
-    sig = p["tRAS"] + p["tRP"]           # PRE at tRAS, done tRP later
+    sig = p["tRAS"] + p["tRP"]  # PRE at tRAS, done tRP later
     assert res.signals == {7: sig}
     assert res.times(1).issue[1] == sig + hbm2.host.sync_cycles
     # a stamped instruction may not issue before its WAIT releases

@@ -1,6 +1,7 @@
 """The simulator benches stay runnable: sim_bench's stream generator gives valid streams and its
 kernel-alone timing measures the same commands as a simulation of them; kernel_digest runs a
 compiled instance's channels and hashes the same state twice."""
+
 from __future__ import annotations
 
 import sys

@@ -4,6 +4,7 @@ Per rule family, a synthetic log legal at the boundary and the same log one cycl
 (illegal); then every fpga-tier instance compiled with every method, its command log checked
 against the standard, and the violations compared with the listed known disagreements.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,7 +30,7 @@ def fpga():
 
 @pytest.fixture(scope="module")
 def hbm2():
-    return load_hardware("hbm2-pim")   # 16 banks, 4 bank groups of 4
+    return load_hardware("hbm2-pim")  # 16 banks, 4 bank groups of 4
 
 
 ALL4 = 0b1111
@@ -59,38 +60,94 @@ CASES = [
     ("nRCDWR", lambda g: pair("ACT", "WR", g), 12, {"nRCDWR"}, "fpga", {}),
     ("nRAS", lambda g: pair("ACT", "PRE", g), 34, {"nRAS"}, "fpga", {}),
     ("nRP", lambda g: pair("PRE", "ACT", g), 14, {"nRP"}, "fpga", {}),
-    ("nRC", lambda g: log((0, "ACT", 0, None), (34, "PRE", 0, None), (g, "ACT", 0, None)), 50, {"nRC"}, "fpga",
-     {"params": {"nRC": 50}}),
+    (
+        "nRC",
+        lambda g: log((0, "ACT", 0, None), (34, "PRE", 0, None), (g, "ACT", 0, None)),
+        50,
+        {"nRC"},
+        "fpga",
+        {"params": {"nRC": 50}},
+    ),
     ("nRRDS", lambda g: pair("ACT", "ACT", g, 0, 2), 4, {"nRRDS"}, "fpga", {}),
     ("nRRDL", lambda g: pair("ACT", "ACT", g, 0, 1), 6, {"nRRDL"}, "fpga", {"params": {"nRRDL": 6}}),
-    ("nFAW", lambda g: log((0, "ACT", 0, None), (4, "ACT", 4, None), (8, "ACT", 8, None), (12, "ACT", 12, None),
-                           (g, "ACT", 1, None)), 20, {"nFAW"}, "hbm2", {"params": {"nFAW": 20}}),
+    (
+        "nFAW",
+        lambda g: log(
+            (0, "ACT", 0, None), (4, "ACT", 4, None), (8, "ACT", 8, None), (12, "ACT", 12, None), (g, "ACT", 1, None)
+        ),
+        20,
+        {"nFAW"},
+        "hbm2",
+        {"params": {"nFAW": 20}},
+    ),
     ("ACT 2-cycle", lambda g: pair("ACT", "PRE", g, 0, 2), 2, {"ACT 2-cycle row command"}, "fpga", {}),
-    ("nCCDL RD", lambda g: log((0, "ACT", 0, None), (4, "ACT", 1, None), (18, "RD", 0, None), (18 + g, "RD", 1, None)),
-     4, {"nCCDL RD->RD"}, "fpga", {}),
+    (
+        "nCCDL RD",
+        lambda g: log((0, "ACT", 0, None), (4, "ACT", 1, None), (18, "RD", 0, None), (18 + g, "RD", 1, None)),
+        4,
+        {"nCCDL RD->RD"},
+        "fpga",
+        {},
+    ),
     ("nCCDS RD", lambda g: pair("RD", "RD", g, 0, 2), 2, {"nCCDS RD->RD", "nBL read data bus"}, "fpga", {}),
     ("nCCDL WR", lambda g: pair("WR", "WR", g, 0, 1), 4, {"nCCDL WR->WR"}, "fpga", {}),
     ("nWTRS", lambda g: pair("WR", "RD", g, 0, 2), 13, {"WR->RD turnaround nWTRS"}, "fpga", {}),
     ("nWTRL", lambda g: pair("WR", "RD", g, 0, 1), 15, {"WR->RD turnaround nWTRL"}, "fpga", {}),
     ("RD->WR", lambda g: pair("RD", "WR", g, 0, 2), 13, {"RD->WR turnaround"}, "fpga", {}),
-    ("WR->PRE", lambda g: log((0, "ACT", 0, None), (12, "WR", 0, None), (12 + g, "PRE", 0, None)), 23,
-     {"WR->PRE write recovery"}, "fpga", {}),
-    ("RD->PRE", lambda g: log((0, "ACT", 0, None), (30, "RD", 0, None), (30 + g, "PRE", 0, None)), 5,
-     {"RD->PRE nRTPL", "RD->PRE nRTPS (bank)"}, "fpga", {}),
+    (
+        "WR->PRE",
+        lambda g: log((0, "ACT", 0, None), (12, "WR", 0, None), (12 + g, "PRE", 0, None)),
+        23,
+        {"WR->PRE write recovery"},
+        "fpga",
+        {},
+    ),
+    (
+        "RD->PRE",
+        lambda g: log((0, "ACT", 0, None), (30, "RD", 0, None), (30 + g, "PRE", 0, None)),
+        5,
+        {"RD->PRE nRTPL", "RD->PRE nRTPS (bank)"},
+        "fpga",
+        {},
+    ),
     ("ACT->PREA", lambda g: pair("ACT", "PRE", g, 0, None, None, ALL4), 34, {"nRAS", "ACT->PREA nRAS"}, "fpga", {}),
-    ("WR->PREA", lambda g: log((0, "ACT", 1, None), (12, "WR", 1, None), (12 + g, "PRE", None, ALL4)), 23,
-     {"WR->PRE write recovery", "WR->PREA write recovery"}, "fpga", {}),
+    (
+        "WR->PREA",
+        lambda g: log((0, "ACT", 1, None), (12, "WR", 1, None), (12 + g, "PRE", None, ALL4)),
+        23,
+        {"WR->PRE write recovery", "WR->PREA write recovery"},
+        "fpga",
+        {},
+    ),
     ("PRE->REF", lambda g: pair("PRE", "REF", g, None, None, ALL4, ALL4), 14, {"PRE->REFab nRP"}, "fpga", {}),
-    ("ACT->REF", lambda g: log((0, "ACT", 0, None), (34, "PRE", 0, None), (g, "REF", None, ALL4)), 50,
-     {"ACT->REFab nRC"}, "fpga", {"params": {"nRC": 50}}),
-    ("REF->ACT", lambda g: pair("REF", "ACT", g, None, 0, ALL4), 350, {"REFab->ACT nRFC", "command during tRFC"},
-     "fpga", {}),
+    (
+        "ACT->REF",
+        lambda g: log((0, "ACT", 0, None), (34, "PRE", 0, None), (g, "REF", None, ALL4)),
+        50,
+        {"ACT->REFab nRC"},
+        "fpga",
+        {"params": {"nRC": 50}},
+    ),
+    (
+        "REF->ACT",
+        lambda g: pair("REF", "ACT", g, None, 0, ALL4),
+        350,
+        {"REFab->ACT nRFC", "command during tRFC"},
+        "fpga",
+        {},
+    ),
     ("tRFC WRGB", lambda g: pair("REF", "WRGB", g, None, None, ALL4, 0), 350, {"command during tRFC"}, "fpga", {}),
     # PIM mapping: WRGB = WR on the data bus (channel scope), MAC / RDACC = RD to their banks
     ("WRGB->MAC", lambda g: pair("WRGB", "MAC", g, None, None, 0, 0b0101), 13, {"WR->RD turnaround nWTRS"}, "fpga", {}),
     ("MAC->WRGB", lambda g: pair("MAC", "WRGB", g, None, None, 0b0101, 0), 13, {"RD->WR turnaround"}, "fpga", {}),
-    ("WRGB->WRGB", lambda g: pair("WRGB", "WRGB", g, None, None, 0, 0), 2, {"nBL write data bus", "nCCDS WR->WR"},
-     "fpga", {}),
+    (
+        "WRGB->WRGB",
+        lambda g: pair("WRGB", "WRGB", g, None, None, 0, 0),
+        2,
+        {"nBL write data bus", "nCCDS WR->WR"},
+        "fpga",
+        {},
+    ),
     ("MAC->MAC", lambda g: pair("MAC", "MAC", g, None, None, 0b0101, 0b1010), 4, {"nCCDL RD->RD"}, "fpga", {}),
     ("RDACC->RDACC", lambda g: pair("RDACC", "RDACC", g, 0, 1), 4, {"nCCDL RD->RD"}, "fpga", {}),
     ("RDACC->MAC", lambda g: pair("RDACC", "MAC", g, 2, None, None, 0b1010), 4, {"nCCDL RD->RD"}, "fpga", {}),
@@ -132,14 +189,14 @@ def test_dedicated_gb_path_option(fpga):
 
 def test_refresh_postponed_and_pulled_in(fpga):
     opts = CheckOptions(params={"nREFI": 100, "nRFC": 10})
-    assert check_log(log((900, "REF", None, ALL4)), fpga, options=opts) == []      # 8 owed: the limit
+    assert check_log(log((900, "REF", None, ALL4)), fpga, options=opts) == []  # 8 owed: the limit
     assert rules(check_log(log((901, "REF", None, ALL4)), fpga, options=opts)) == {"REF postponed", "REF interval"}
     # at most 9 x tREFI between two REFs (the interval is the one rule legal at the boundary and
     # illegal one cycle LATER)
     assert check_log(pair("REF", "REF", 900, None, None, ALL4, ALL4), fpga, options=opts) == []
     assert rules(check_log(pair("REF", "REF", 901, None, None, ALL4, ALL4), fpga, options=opts)) == {"REF interval"}
     eight = [(10 * i, "REF", None, ALL4) for i in range(8)]
-    assert check_log(log(*eight), fpga, options=opts) == []                        # 8 pulled in
+    assert check_log(log(*eight), fpga, options=opts) == []  # 8 pulled in
     vs = check_log(log(*eight, (80, "REF", None, ALL4)), fpga, options=opts)
     assert rules(vs) == {"REF pulled in"} and vs[0].actual == 9
     # owed at the end of the log: last command at 1000, no REF

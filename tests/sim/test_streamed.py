@@ -3,17 +3,18 @@
 Whatever the slice length, a streamed run must measure exactly what a whole-stream run measures,
 and report a violation or a deadlock with the same cycle, stream and stream-wide instruction index.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from simgen import compile_attention, compile_gemv, norm_gemv_program, streams
 
 import sim.engine
 from hwmodel import load_hardware
 from hwmodel.isa import make
 from ir import attention_program, gemv_program, generate_inputs, generate_state
 from sim import SimulationError, simulate
-from simgen import compile_attention, compile_gemv, norm_gemv_program, streams
 
 SLICES = (1, 2, 7)
 
@@ -34,9 +35,18 @@ def _programs():
 
 
 def _figures(res):
-    return (res.cycles, res.counts.tolist(), res.bank_bursts.tolist(), res.pu_macs.tolist(),
-            res.row_hits.tolist(), res.row_misses.tolist(), res.refreshes.tolist(), res.stalls, res.signals,
-            res.host_times.issue.tolist())
+    return (
+        res.cycles,
+        res.counts.tolist(),
+        res.bank_bursts.tolist(),
+        res.pu_macs.tolist(),
+        res.row_hits.tolist(),
+        res.row_misses.tolist(),
+        res.refreshes.tolist(),
+        res.stalls,
+        res.signals,
+        res.host_times.issue.tolist(),
+    )
 
 
 @pytest.mark.parametrize("hw,program,ss", _programs())
@@ -78,8 +88,13 @@ def test_streamed_violation_names_the_stream_index(length, monkeypatch):
             simulate(fpga, stamped, p, functional=False, record=not stream_it)
         errors.append(e.value)
     whole, part = errors
-    assert (part.kind, part.cycle, part.stream, part.instr, part.constraint) == \
-        (whole.kind, whole.cycle, whole.stream, whole.instr, whole.constraint)
+    assert (part.kind, part.cycle, part.stream, part.instr, part.constraint) == (
+        whole.kind,
+        whole.cycle,
+        whole.stream,
+        whole.instr,
+        whole.constraint,
+    )
     assert part.instr == i and str(part) == str(whole)
 
 
@@ -88,11 +103,22 @@ def test_streamed_deadlock_and_late_signal(length, hbm2, monkeypatch):
     monkeypatch.setattr(sim.engine, "SLICE", length)
     work = [make("ACT", mask=1, row=0), make("PRE", mask=1)] * 3
     # a WAIT in channel 0's fourth slice on a SIG at the end of channel 1: legal
-    ok = simulate(hbm2, streams(hbm2, work + [make("WAIT", id=5)] + work, work + [make("SIG", id=5)]),
-                  functional=False, record=False)
+    ok = simulate(
+        hbm2,
+        streams(hbm2, work + [make("WAIT", id=5)] + work, work + [make("SIG", id=5)]),
+        functional=False,
+        record=False,
+    )
     monkeypatch.setattr(sim.engine, "SLICE", 1 << 16)
-    assert ok.cycles == simulate(hbm2, streams(hbm2, work + [make("WAIT", id=5)] + work, work + [make("SIG", id=5)]),
-                                 functional=False, record=True).cycles
+    assert (
+        ok.cycles
+        == simulate(
+            hbm2,
+            streams(hbm2, work + [make("WAIT", id=5)] + work, work + [make("SIG", id=5)]),
+            functional=False,
+            record=True,
+        ).cycles
+    )
     monkeypatch.setattr(sim.engine, "SLICE", length)
     with pytest.raises(SimulationError) as e:
         simulate(hbm2, streams(hbm2, work + [make("WAIT", id=3)] + work), functional=False, record=False)
@@ -116,9 +142,16 @@ def test_lazy_channels_fail_like_lists(length, monkeypatch):
     from hwmodel.streams import LazyStream, StreamSet
 
     fpga, p, stamped, i = _one_early_stamp()
-    lazy = StreamSet(stamped.hardware, stamped.isa_version, stamped.symbols,
-                     [LazyStream([(len(s[k:k + 3]), lambda s=s, k=k: s[k:k + 3]) for k in range(0, len(s), 3)])
-                      for s in stamped.channels], stamped.host)
+    lazy = StreamSet(
+        stamped.hardware,
+        stamped.isa_version,
+        stamped.symbols,
+        [
+            LazyStream([(len(s[k : k + 3]), lambda s=s, k=k: s[k : k + 3]) for k in range(0, len(s), 3)])
+            for s in stamped.channels
+        ],
+        stamped.host,
+    )
     with pytest.raises(SimulationError) as whole:
         simulate(fpga, stamped, p, functional=False, record=True)
     monkeypatch.setattr(sim.engine, "SLICE", length)
@@ -139,6 +172,7 @@ def _encoded_lazy(hw, ss, sizes):
     def encoded(seq):
         def rows(lo, hi, out):
             out[:] = encode_stream(hw, seq[lo:hi])
+
         return rows
 
     def lazy(s):
@@ -146,7 +180,7 @@ def _encoded_lazy(hw, ss, sizes):
         for n in cycle(sizes):
             if k >= len(s):
                 break
-            seq = s[k:k + n]
+            seq = s[k : k + n]
             parts.append((len(seq), lambda seq=seq: seq, encoded(seq)))
             k += n
         return LazyStream(parts, width=WIDTH)

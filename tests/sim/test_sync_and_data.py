@@ -1,13 +1,14 @@
 """Synchronisation (deadlock, signals) and host-data rules (uninitialised reads, races)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from simgen import compile_gemv, norm_gemv_program, streams
 
 from hwmodel.isa import make
 from ir import gemv_program, generate_inputs, generate_state, run
 from sim import SimulationError, simulate, verify
-from simgen import compile_gemv, norm_gemv_program, streams
 
 
 def test_deadlock_wait_never_set(hbm2):
@@ -61,7 +62,7 @@ def test_gemv_matches_reference_and_stamped_rerun(hbm2):
 def test_uninitialised_host_read(hbm2):
     """WRGB from an activation nobody wrote."""
     prog, ss = _gemv(hbm2, n=64, k=64)
-    ss.symbols[0] = "gemv.out"          # WRGB now reads the (never written) output
+    ss.symbols[0] = "gemv.out"  # WRGB now reads the (never written) output
     with pytest.raises(SimulationError) as e:
         simulate(hbm2, ss, prog)
     assert e.value.kind == "uninitialised" and "gemv.out" in str(e.value) and e.value.stream in (0, 1)
@@ -89,7 +90,7 @@ def test_unknown_symbol(hbm2):
         simulate(hbm2, ss, prog)
     assert e.value.kind == "symbol"
     prog, ss = _gemv(hbm2)
-    ss.symbols.pop()     # the staging symbol index 1 is now out of range
+    ss.symbols.pop()  # the staging symbol index 1 is now out of range
     with pytest.raises(SimulationError) as e:
         simulate(hbm2, ss, prog)
     assert e.value.kind == "symbol"
@@ -146,10 +147,15 @@ def test_burst_tails_past_the_tensor_end(fpga):
 
     prog = gemv_program(2, 20, dtype="fp16")
     pl = [Placement("gemv.weight", 0, 0, 0, 0, 0, 20), Placement("gemv.weight", 0, 2, 0, 0, 20, 20)]
-    ch = [make("WRGB", gb=0, count=2, src=0, offset=0), make("ACT", mask=0b101, row=0),
-          make("MAC", mask=0b101, col=0, count=2, gb=0, acc=0), make("PRE", mask=0b101),
-          make("RDACC", bank=0, acc=0, count=1, dst=1, offset=0, stride=1),
-          make("RDACC", bank=2, acc=0, count=1, dst=1, offset=1, stride=1), make("SIG", id=0)]
+    ch = [
+        make("WRGB", gb=0, count=2, src=0, offset=0),
+        make("ACT", mask=0b101, row=0),
+        make("MAC", mask=0b101, col=0, count=2, gb=0, acc=0),
+        make("PRE", mask=0b101),
+        make("RDACC", bank=0, acc=0, count=1, dst=1, offset=0, stride=1),
+        make("RDACC", bank=2, acc=0, count=1, dst=1, offset=1, stride=1),
+        make("SIG", id=0),
+    ]
     host = [make("WAIT", id=0), make("EPI", op=0)]
     ss = streams(fpga, ch, [], host=host, symbols=["x", "gemv.out#acc"], placements=pl)
     st, inp = generate_state(prog), generate_inputs(prog)
@@ -168,9 +174,13 @@ def test_host_gemv_reads_weights_into_host_copy(fpga):
     from hwmodel.streams import Placement
 
     prog = gemv_program(4, 32, dtype="fp16")
-    pl = [Placement("gemv.weight", 0, 1, 3, 0, 0, 4 * 32)]          # 8 bursts: row 3 of bank 1
-    ch = [make("ACT", mask=0b10, row=3), make("RD", bank=1, col=0, count=8, dst=1, offset=0),
-          make("PRE", mask=0b10), make("SIG", id=0)]
+    pl = [Placement("gemv.weight", 0, 1, 3, 0, 0, 4 * 32)]  # 8 bursts: row 3 of bank 1
+    ch = [
+        make("ACT", mask=0b10, row=3),
+        make("RD", bank=1, col=0, count=8, dst=1, offset=0),
+        make("PRE", mask=0b10),
+        make("SIG", id=0),
+    ]
     host = [make("WAIT", id=0), make("HOP", op=0)]
     ss = streams(fpga, ch, [], host=host, symbols=["x", "gemv.weight#host"], placements=pl)
     st, inp = generate_state(prog), generate_inputs(prog)

@@ -15,16 +15,17 @@ the link rows (latency tLINK, 2 cycles on every preset) are dominated by the tur
 rows of the same pair, so the link is narrowed until tLINK = the largest of those + 3
 (host.link_bytes_per_cycle := burst_bytes / that).
 """
+
 from __future__ import annotations
 
 import pytest
+from simgen import PRESETS, streams
 
 from hwmodel import load_hardware
 from hwmodel.isa import make
 from hwmodel.loader import family_timing_table
 from sim import SimulationError, simulate
 from sim.timing import constraint_name
-from simgen import PRESETS, streams
 
 T0 = 1500
 ROWS = family_timing_table()
@@ -46,7 +47,7 @@ def _banks(hw, scope, unit_named=False):
         return bp, 1
     if scope == "rank" or org.ranks == 1:
         return bp, org.banks_per_group  # first bank of the next group
-    return bp, org.banks_per_rank      # first bank of the next rank
+    return bp, org.banks_per_rank  # first bank of the next rank
 
 
 def _cmd(hw, name, bank, cycle=None):
@@ -119,8 +120,11 @@ def _window_scenario(hw, gap):
 def _overrides(hw, row) -> list[str]:
     p = hw.timing.params
     if row["latency"] == "tLINK":
-        others = [hw.timing.latency_of(c) for c in hw.timing.constraints
-                  if (c.prev, c.next) == (row["prev"], row["next"]) and c.latency != "tLINK"]
+        others = [
+            hw.timing.latency_of(c)
+            for c in hw.timing.constraints
+            if (c.prev, c.next) == (row["prev"], row["next"]) and c.latency != "tLINK"
+        ]
         need = max(others, default=0) + 3
         return [f"host.link_bytes_per_cycle={hw.organization.burst_bytes / need!r}"]
     if row["prev"] == row["next"] == "ACT" and row["scope"] == "bank" and p["tRAS"] + p["tRP"] > p["tRC"]:
@@ -171,9 +175,12 @@ def test_row_exact_gap(case):
     base = load_hardware(preset, ["organization.channels=1"])
     row = ROWS[k]
     hw = load_hardware(preset, ["organization.channels=1"] + _overrides(base, row))
-    same = [c for c in hw.timing.constraints
-            if (c.prev, c.next, c.scope, c.latency, c.window, c.when)
-            == (row["prev"], row["next"], row["scope"], row["latency"], row.get("window"), row.get("when"))]
+    same = [
+        c
+        for c in hw.timing.constraints
+        if (c.prev, c.next, c.scope, c.latency, c.window, c.when)
+        == (row["prev"], row["next"], row["scope"], row["latency"], row.get("window"), row.get("when"))
+    ]
     if row.get("when") not in (None, hw.pim.gb_write_path):
         assert not same, f"a row for pim.gb_write_path={row['when']} on a {hw.pim.gb_write_path} device"
         return

@@ -1,4 +1,5 @@
 """Trace exporters: command log CSV, Chrome/Perfetto JSON, VCD, summary -- on synthetic logs."""
+
 from __future__ import annotations
 
 import csv
@@ -16,8 +17,8 @@ if ROOT not in sys.path:
 
 import hwmodel  # noqa: E402
 from hwmodel.model import COMMANDS  # noqa: E402
+from sim import trace_chrome, trace_csv  # noqa: E402
 from sim import traces as T  # noqa: E402
-from sim import trace_chrome, trace_csv
 
 FULL = (1 << 16) - 1
 EVEN = sum(1 << b for b in range(0, 16, 2))  # one bank per PIM unit (banks_per_pu = 2)
@@ -37,21 +38,23 @@ def hw3():
 def synthetic_log() -> np.ndarray:
     """ACT (all banks), WRGB, a 3-MAC sweep, a lone MAC, RDACC, PRE (all), REF on channel 0;
     ACT / RD / PRE on one bank of channel 1. Deliberately not in cycle order."""
-    return T.command_log([
-        # cycle, channel, command, bank, mask, row, col, instr
-        (1, 1, "ACT", 3, 0, 7, -1, 0),
-        (15, 1, "RD", 3, 0, 7, 2, 1),
-        (40, 1, "PRE", 3, 0, -1, -1, 2),
-        (0, 0, "ACT", -1, FULL, 5, -1, 0),
-        (5, 0, "WRGB", -1, 0, -1, 0, 1),
-        (20, 0, "MAC", -1, EVEN, 5, 0, 2),
-        (24, 0, "MAC", -1, EVEN, 5, 1, 2),
-        (28, 0, "MAC", -1, EVEN, 5, 2, 2),
-        (32, 0, "MAC", -1, EVEN, 5, 3, 3),
-        (50, 0, "RDACC", 4, 0, -1, -1, 4),
-        (60, 0, "PRE", -1, FULL, -1, -1, 5),
-        (80, 0, "REF", -1, 0, -1, -1, 6),
-    ])
+    return T.command_log(
+        [
+            # cycle, channel, command, bank, mask, row, col, instr
+            (1, 1, "ACT", 3, 0, 7, -1, 0),
+            (15, 1, "RD", 3, 0, 7, 2, 1),
+            (40, 1, "PRE", 3, 0, -1, -1, 2),
+            (0, 0, "ACT", -1, FULL, 5, -1, 0),
+            (5, 0, "WRGB", -1, 0, -1, 0, 1),
+            (20, 0, "MAC", -1, EVEN, 5, 0, 2),
+            (24, 0, "MAC", -1, EVEN, 5, 1, 2),
+            (28, 0, "MAC", -1, EVEN, 5, 2, 2),
+            (32, 0, "MAC", -1, EVEN, 5, 3, 3),
+            (50, 0, "RDACC", 4, 0, -1, -1, 4),
+            (60, 0, "PRE", -1, FULL, -1, -1, 5),
+            (80, 0, "REF", -1, 0, -1, -1, 6),
+        ]
+    )
 
 
 def reference_lines(log: np.ndarray, hw, ref_per_bank: bool = False) -> list[tuple[int, ...]]:
@@ -67,8 +70,7 @@ def reference_lines(log: np.ndarray, hw, ref_per_bank: bool = False) -> list[tup
         if bank >= 0:
             units = [(bank // bpr, (bank % bpr) // bpg, bank % bpg)]
         elif cmd == "REF" and not ref_per_bank:
-            ranks = range(org.ranks) if mask == 0 else sorted(
-                {b // bpr for b in range(64) if mask >> b & 1})
+            ranks = range(org.ranks) if mask == 0 else sorted({b // bpr for b in range(64) if mask >> b & 1})
             units = [(k, -1, -1) for k in ranks]
         else:
             if cmd == "REF" and mask == 0:
@@ -106,7 +108,8 @@ def random_log(hw, n: int, seed: int = 0) -> np.ndarray:
 def test_dtypes():
     assert T.COMMAND_LOG_DTYPE.names == ("cycle", "channel", "command", "bank", "mask", "row", "col", "instr")
     assert [T.COMMAND_LOG_DTYPE[f] for f in T.COMMAND_LOG_DTYPE.names] == [
-        np.dtype(t) for t in ("int64", "int32", "uint8", "int32", "uint64", "int32", "int32", "int32")]
+        np.dtype(t) for t in ("int64", "int32", "uint8", "int32", "uint64", "int32", "int32", "int32")
+    ]
     assert T.HOST_EVENT_DTYPE.names == ("start", "end", "op", "kind")
     assert T.HOST_EVENT_DTYPE["kind"] == np.dtype("U8")
 
@@ -170,7 +173,8 @@ def test_command_log_large_is_fast(hw, tmp_path):
     n = T.write_command_log(tmp_path / "big.csv", log, hw)
     assert time.perf_counter() - t < 5
     assert n == T.summarise(log, hw)["commands"] + int(
-        (T._line_counts(log["command"], log["bank"], log["mask"], hw, True) - 1).sum())
+        (T._line_counts(log["command"], log["bank"], log["mask"], hw, True) - 1).sum()
+    )
     with open(tmp_path / "big.csv", "rb") as f:
         assert sum(1 for _ in f) == n + 1
 
@@ -219,25 +223,41 @@ def test_chrome_trace(hw, tmp_path):
 
     bus0 = sorted((e for e in slices if track(e) == ("channel 0", "command bus")), key=lambda e: e["ts"])
     assert [(e["name"], e["ts"], e["dur"]) for e in bus0] == [
-        ("ACT", 0, 1), ("WRGB", 5, 2), ("MAC", 20, 12), ("MAC", 32, 4), ("RDACC", 50, 2),
-        ("PRE", 60, 1), ("REF", 80, 1)]
+        ("ACT", 0, 1),
+        ("WRGB", 5, 2),
+        ("MAC", 20, 12),
+        ("MAC", 32, 4),
+        ("RDACC", 50, 2),
+        ("PRE", 60, 1),
+        ("REF", 80, 1),
+    ]
     sweep = bus0[2]["args"]
     assert sweep["instr"] == 2 and sweep["count"] == 3 and sweep["mask"] == hex(EVEN) and sweep["col"] == 0
     assert bus0[3]["args"]["instr"] == 3 and bus0[3]["args"]["count"] == 1
     assert bus0[4]["args"] == {"instr": 4, "bank": 4, "row": -1, "col": -1}
     bus1 = sorted((e for e in slices if track(e) == ("channel 1", "command bus")), key=lambda e: e["ts"])
     assert [(e["name"], e["ts"], e["dur"], e["args"]["bank"]) for e in bus1] == [
-        ("ACT", 1, 1, 3), ("RD", 15, 2, 3), ("PRE", 40, 1, 3)]
+        ("ACT", 1, 1, 3),
+        ("RD", 15, 2, 3),
+        ("PRE", 40, 1, 3),
+    ]
     # every unit of channel 0 (one bank of each in the mask) shows both MAC runs
     for u in range(8):
-        pu = sorted((e for e in slices if track(e) == ("channel 0", f"PU {u} (banks {2 * u}-{2 * u + 1})")),
-                    key=lambda e: e["ts"])
+        pu = sorted(
+            (e for e in slices if track(e) == ("channel 0", f"PU {u} (banks {2 * u}-{2 * u + 1})")),
+            key=lambda e: e["ts"],
+        )
         assert [(e["ts"], e["dur"], e["args"]["count"], e["args"]["instr"]) for e in pu] == [
-            (20, 12, 3, 2), (32, 4, 1, 3)]
+            (20, 12, 3, 2),
+            (32, 4, 1, 3),
+        ]
     assert not [e for e in slices if e["pid"] == pid["channel 1"] and e["cat"] == "pim"]
     hs = sorted((e for e in slices if e["pid"] == pid["host"]), key=lambda e: e["ts"])
     assert [(e["name"], e["ts"], e["dur"]) for e in hs] == [
-        ("HOP rmsnorm", 100, 200), ("EPI qkv", 300, 50), ("HOP op 7", 350, 10)]
+        ("HOP rmsnorm", 100, 200),
+        ("EPI qkv", 300, 50),
+        ("HOP op 7", 350, 10),
+    ]
     assert all(isinstance(e["ts"], int) and isinstance(e["dur"], int) for e in slices)
     assert r["events"] == len(slices) == 7 + 3 + 8 * 2 + 3
 
@@ -256,13 +276,15 @@ def test_chrome_trace_names_the_simulators_host_events(hw, tmp_path):
 def test_chrome_trace_exact_and_non_overlapping(hw, tmp_path):
     """Large cycle numbers stay exact integers; slices of one track never overlap."""
     big = 10**13 + 7
-    log = T.command_log([
-        (big, 0, "ACT", -1, FULL, 1, -1, 0),
-        (big + 1, 0, "MAC", -1, EVEN, 1, 0, 1),  # next command closer than tMAC: clipped
-        (big + 2, 0, "MAC", -1, EVEN, 1, 1, 2),
-        (big + 3, 0, "RD", 2, 0, 1, 4, 3),
-        (big + 4, 0, "RD", 2, 0, 1, 5, 3),
-    ])
+    log = T.command_log(
+        [
+            (big, 0, "ACT", -1, FULL, 1, -1, 0),
+            (big + 1, 0, "MAC", -1, EVEN, 1, 0, 1),  # next command closer than tMAC: clipped
+            (big + 2, 0, "MAC", -1, EVEN, 1, 1, 2),
+            (big + 3, 0, "RD", 2, 0, 1, 4, 3),
+            (big + 4, 0, "RD", 2, 0, 1, 5, 3),
+        ]
+    )
     path = tmp_path / "t.json"
     T.write_chrome_trace(path, log, None, hw)
     _, _, _, slices = _load_trace(path)
@@ -441,6 +463,14 @@ def test_invalid_logs_rejected(hw, tmp_path):
 
 
 def test_format_rows():
-    parts = [T._Dec(np.array([-1, 123, 0])), b",", T._Hex(np.array([0, 255, 16])), b",",
-             T._Lut(["A", "RDACC"], np.array([1, 0, 1])), b",", T._Dec(np.array([2**40, 7, 0], dtype=np.uint64)), b"\n"]
+    parts = [
+        T._Dec(np.array([-1, 123, 0])),
+        b",",
+        T._Hex(np.array([0, 255, 16])),
+        b",",
+        T._Lut(["A", "RDACC"], np.array([1, 0, 1])),
+        b",",
+        T._Dec(np.array([2**40, 7, 0], dtype=np.uint64)),
+        b"\n",
+    ]
     assert T._format_rows(3, parts) == b"-1,0,RDACC,1099511627776\n123,ff,A,7\n0,10,RDACC,0\n"

@@ -3,6 +3,7 @@
 The test modules import these helpers as `solver_testkit` (this module registers itself under
 that name: pytest imports conftest files under path-dependent names, and tests/ir has its own).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -18,27 +19,25 @@ ROOT = str(Path(__file__).resolve().parents[2])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from solver.problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task  # noqa: E402
 from solver.synthetic import pim_mode  # noqa: E402,F401
-from solver.problem import (  # noqa: E402
-    HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task)
 
 
 # ----------------------------------------------------------------------------- builders
-def single(job: str, resource: str, duration: int, usage: dict | None = None,
-           mode: str = "only") -> Job:
+def single(job: str, resource: str, duration: int, usage: dict | None = None, mode: str = "only") -> Job:
     """A job with one mode made of one task."""
     t = Task(f"{job}/{mode}", resource, duration)
     return Job(job, (job,), (Mode(mode, (t,), (), (t.name,), t.name, dict(usage or {})),))
 
 
-def one_task_mode(job: str, mode: str, resource: str, duration: int,
-                  usage: dict | None = None) -> Mode:
+def one_task_mode(job: str, mode: str, resource: str, duration: int, usage: dict | None = None) -> Mode:
     t = Task(f"{job}/{mode}", resource, duration)
     return Mode(mode, (t,), (), (t.name,), t.name, dict(usage or {}))
 
 
-def chain_mode(job: str, mode: str, steps: list[tuple[str, int]], usage: dict | None = None,
-               lags: list[int] | None = None) -> Mode:
+def chain_mode(
+    job: str, mode: str, steps: list[tuple[str, int]], usage: dict | None = None, lags: list[int] | None = None
+) -> Mode:
     """Tasks in a chain; input = first, output = last."""
     tasks = tuple(Task(f"{job}/{mode}/{i}", r, d) for i, (r, d) in enumerate(steps))
     lags = lags or [0] * (len(tasks) - 1)
@@ -46,16 +45,30 @@ def chain_mode(job: str, mode: str, steps: list[tuple[str, int]], usage: dict | 
     return Mode(mode, tasks, edges, (tasks[0].name,), tasks[-1].name, dict(usage or {}))
 
 
-def problem(name, jobs, deps=(), groups=(("g0", 1000),), refresh=None, sync=0, repeat=1,
-            horizon=0) -> SchedulingProblem:
+def problem(
+    name, jobs, deps=(), groups=(("g0", 1000),), refresh=None, sync=0, repeat=1, horizon=0
+) -> SchedulingProblem:
     gs = [Group(g, tuple(range(4 * i, 4 * i + 4)), cap) for i, (g, cap) in enumerate(groups)]
-    return SchedulingProblem(name=name, jobs=list(jobs),
-                             dependencies=[Dependency(a, b) for a, b in deps], groups=gs,
-                             refresh=refresh, sync_cycles=sync, repeat=repeat, horizon=horizon)
+    return SchedulingProblem(
+        name=name,
+        jobs=list(jobs),
+        dependencies=[Dependency(a, b) for a, b in deps],
+        groups=gs,
+        refresh=refresh,
+        sync_cycles=sync,
+        repeat=repeat,
+        horizon=horizon,
+    )
 
 
-def random_problem(seed: int, n_jobs: int = 5, n_groups: int = 2, refresh: bool = False,
-                   sync: int | None = None, capacity: int = 10_000) -> SchedulingProblem:
+def random_problem(
+    seed: int,
+    n_jobs: int = 5,
+    n_groups: int = 2,
+    refresh: bool = False,
+    sync: int | None = None,
+    capacity: int = 10_000,
+) -> SchedulingProblem:
     """Layered GEMV-like jobs (host ops and PIM ops with placement choices)."""
     rng = random.Random(seed)
     groups = [f"g{i}" for i in range(n_groups)]
@@ -80,15 +93,20 @@ def random_problem(seed: int, n_jobs: int = 5, n_groups: int = 2, refresh: bool 
             if rng.random() < 0.4:
                 deps.append((f"j{i}", name))
     ref = Refresh(tREFI=400, tRFC=35, max_postponed=8) if refresh else None
-    return problem(f"rand{seed}", jobs, deps, [(g, capacity) for g in groups], refresh=ref,
-                   sync=rng.randint(0, 8) if sync is None else sync)
+    return problem(
+        f"rand{seed}",
+        jobs,
+        deps,
+        [(g, capacity) for g in groups],
+        refresh=ref,
+        sync=rng.randint(0, 8) if sync is None else sync,
+    )
 
 
 @pytest.fixture
 def two_chains():
     """Two independent host->g0 chains: optimum overlaps them."""
-    jobs = [single("a", HOST, 10), single("b", "g0", 20), single("c", HOST, 10),
-            single("d", "g0", 20)]
+    jobs = [single("a", HOST, 10), single("b", "g0", 20), single("c", HOST, 10), single("d", "g0", 20)]
     return problem("two_chains", jobs, [("a", "b"), ("c", "d")], sync=3)
 
 

@@ -1,6 +1,7 @@
 """Stream assembly (solver/assemble.py): lazily built streams hold the bytes of the listed
 streams (decode's default), and a streamed simulation of them measures what the listed program
 measures."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,16 +11,22 @@ import sim
 from hwmodel.isa_codec import encode_records
 from hwmodel.streams import LazyStream
 from pimsat.instance import Instance, load_instance
-from sim.encode import encode_stream
 from pimsat.pipeline import DEFAULT_CACHE, SolveOptions, run, solve
+from sim.encode import encode_stream
 from solver.decode import decode
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 CASES = [
     pytest.param(lambda: load_instance(ROOT / "instances/small/tiny-llama-2l-hbm2-8ch.yaml"), id="tiny-llama"),
     pytest.param(lambda: load_instance(ROOT / "instances/fpga/attention-gqa-h4-kv2-d16-c15-fpga.yaml"), id="gqa-fpga"),
-    pytest.param(lambda: Instance(name="split", program={"kind": "gemv", "n": 1024, "k": 512, "batch": 16},
-                                  hardware={"preset": "hbm2-pim", "set": ["organization.channels=8"]}), id="split-b16"),
+    pytest.param(
+        lambda: Instance(
+            name="split",
+            program={"kind": "gemv", "n": 1024, "k": 512, "batch": 16},
+            hardware={"preset": "hbm2-pim", "set": ["organization.channels=8"]},
+        ),
+        id="split-b16",
+    ),
 ]
 
 

@@ -1,4 +1,5 @@
 """The solver-free bandwidth bound: hand figures, and the host-offload relaxation."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,8 @@ def test_gemv_b1_hbm2_is_the_published_bandwidth_bound():
 def test_host_offload_counts_the_host_matrix_unit():
     hw = load_hardware("hbm2-pim", ["organization.channels=64"])
     (w,) = op_work(hw, _gemv(16))
-    assert w.pim == 131072            # 16 vectors x 8,192
-    assert w.link == 32768            # the matrix once over the link: 16,384 bursts x tLINK 2
+    assert w.pim == 131072  # 16 vectors x 8,192
+    assert w.link == 32768  # the matrix once over the link: 16,384 bursts x tLINK 2
     assert w.host == 200 + 4096 * 4096 * 16 // 512  # dispatch + GEMM on the host
     assert channel_work_after_offload([w], 0) == w.pim
     assert channel_work_after_offload([w], 10**9) == w.link
@@ -71,9 +72,19 @@ def test_bound_uses_each_groups_own_channels_where_channels_differ():
     from pimsat.instance import Instance
     from pimsat.pipeline import SolveOptions, run
 
-    inst = Instance(name="padded-attention", program={"kind": "attention", "heads": 1, "kv_heads": 1, "head_dim": 16,
-                                                        "context": 2, "batch": 1, "dtype": "fp16"},
-                    hardware={"preset": "gddr6-aim", "set": ["organization.channels=2", "organization.rows=64"]})
+    inst = Instance(
+        name="padded-attention",
+        program={
+            "kind": "attention",
+            "heads": 1,
+            "kv_heads": 1,
+            "head_dim": 16,
+            "context": 2,
+            "batch": 1,
+            "dtype": "fp16",
+        },
+        hardware={"preset": "gddr6-aim", "set": ["organization.channels=2", "organization.rows=64"]},
+    )
     r = run(inst, SolveOptions(method="cpsat", time_limit=5, workers=1))
     assert r.solution.status == "OPTIMAL"
     assert r.bounds.critical_path_cycles <= r.sim.cycles == r.compiled.predicted_cycles

@@ -1,9 +1,9 @@
 """Constraint families of the CP-SAT model, each on tiny fixed cases."""
+
 from __future__ import annotations
 
 import pytest
-from solver_testkit import (HOST, Edge, Job, Mode, Refresh, Task, chain_mode, one_task_mode, pim_mode,
-                      problem, single)
+from solver_testkit import HOST, Edge, Job, Mode, Refresh, Task, chain_mode, one_task_mode, pim_mode, problem, single
 
 from solver.certificate import busy_time, check_solution
 from solver.cpsat import build_model, lumped_makespan, problem_index, solve_cpsat
@@ -28,8 +28,7 @@ def test_single_mode_jobs_have_no_choice_literal():
 
 
 def test_choice_gives_optional_intervals_and_exactly_one_mode():
-    j = Job("a", ("a",), (one_task_mode("a", "host", HOST, 50),
-                          one_task_mode("a", "pim", "g0", 10)))
+    j = Job("a", ("a",), (one_task_mode("a", "host", HOST, 50), one_task_mode("a", "pim", "g0", 10)))
     p = problem("m", [j])
     ctx = build_model(p, horizon=100, lower_bound=0)
     assert all(lit is not None for lit in ctx.lit.values())
@@ -40,8 +39,7 @@ def test_choice_gives_optional_intervals_and_exactly_one_mode():
 
 
 def test_mode_beyond_the_horizon_is_dropped():
-    j = Job("a", ("a",), (one_task_mode("a", "slow", HOST, 500),
-                          one_task_mode("a", "fast", "g0", 10)))
+    j = Job("a", ("a",), (one_task_mode("a", "slow", HOST, 500), one_task_mode("a", "fast", "g0", 10)))
     ctx = build_model(problem("m", [j]), horizon=100, lower_bound=0)
     assert ctx.dead == [("a", "slow")] and ctx.lit[("a", "fast")] is None
 
@@ -72,8 +70,7 @@ def test_internal_edge_lags():
 
 def test_lag_depends_on_the_producers_chosen_output_resource():
     # producer: output on host (fast) or on g0 (slower); consumer reads on g0, sync 100
-    prod = Job("p", ("p",), (one_task_mode("p", "host", HOST, 10),
-                             one_task_mode("p", "pim", "g0", 30)))
+    prod = Job("p", ("p",), (one_task_mode("p", "host", HOST, 10), one_task_mode("p", "pim", "g0", 30)))
     p = problem("m", [prod, single("c", "g0", 5)], [("p", "c")], sync=100)
     s = solve(p, auto_hint=False)
     assert s.modes["p"] == "pim" and s.objective == 35
@@ -93,8 +90,7 @@ def test_non_input_tasks_do_not_wait_for_producers():
 
 # --------------------------------------------------------------------------------- resources
 def test_no_overlap_on_each_resource():
-    jobs = [single(f"h{i}", HOST, 10 + i) for i in range(3)] + \
-        [single(f"g{i}", "g0", 7) for i in range(3)]
+    jobs = [single(f"h{i}", HOST, 10 + i) for i in range(3)] + [single(f"g{i}", "g0", 7) for i in range(3)]
     s = solve(problem("m", jobs), auto_hint=False)
     assert s.status == "OPTIMAL" and s.objective == 33
     for prefix in ("h", "g"):
@@ -104,9 +100,14 @@ def test_no_overlap_on_each_resource():
 
 # ---------------------------------------------------------------------------------- capacity
 def _two_mode_job(name, rows_fast, rows_slow, cap_group="g0"):
-    return Job(name, (name,), (
-        one_task_mode(name, "fast", cap_group, 10, {cap_group: rows_fast}),
-        one_task_mode(name, "slow", HOST, 100, {cap_group: rows_slow})))
+    return Job(
+        name,
+        (name,),
+        (
+            one_task_mode(name, "fast", cap_group, 10, {cap_group: rows_fast}),
+            one_task_mode(name, "slow", HOST, 100, {cap_group: rows_slow}),
+        ),
+    )
 
 
 def test_mode_exceeding_capacity_is_never_chosen():
@@ -128,23 +129,24 @@ def test_repeat_multiplies_usage():
 
 
 def test_infeasible_capacity_names_group_need_and_capacity():
-    jobs = [single("a", "g0", 5, {"g0": 17_000}), single("b", "g1", 5, {"g1": 300}),
-            _two_mode_job("c", 17_000, 17_000, cap_group="g1")]
+    jobs = [
+        single("a", "g0", 5, {"g0": 17_000}),
+        single("b", "g1", 5, {"g1": 300}),
+        _two_mode_job("c", 17_000, 17_000, cap_group="g1"),
+    ]
     p = problem("c", jobs, groups=[("g0", 1000), ("g1", 16_384), ("g2", 10)])
     for s in (solve(p), solve(p, auto_hint=False)):
         assert s.status == "INFEASIBLE" and s.objective is None
-        assert "group g0 (channels 0-3) needs at least 17,000 rows per bank, 1,000 available" \
-            in s.message
-        assert "group g1 (channels 4-7) needs at least 17,300 rows per bank, 16,384 available" \
-            in s.message
+        assert "group g0 (channels 0-3) needs at least 17,000 rows per bank, 1,000 available" in s.message
+        assert "group g1 (channels 4-7) needs at least 17,300 rows per bank, 16,384 available" in s.message
         assert "g2" not in s.message
 
 
 def test_jointly_infeasible_capacity():
     # each job either uses 600 rows of g0 or 600 rows of g1; three jobs, 1000 rows each
     def j(n):
-        return Job(n, (n,), (one_task_mode(n, "a", "g0", 5, {"g0": 600}),
-                             one_task_mode(n, "b", "g1", 5, {"g1": 600})))
+        return Job(n, (n,), (one_task_mode(n, "a", "g0", 5, {"g0": 600}), one_task_mode(n, "b", "g1", 5, {"g1": 600})))
+
     p = problem("c", [j("x"), j("y"), j("z")], groups=[("g0", 1000), ("g1", 1000)])
     s = solve(p, auto_hint=False)
     assert s.status == "INFEASIBLE" and "capacity" in s.message
@@ -175,8 +177,7 @@ def test_refresh_relaxation_bound_on_every_group(two_chains):
     work = busy_time(p, s)
     for g in p.groups:
         assert s.objective >= work[g.name] + REF.tRFC * (s.objective // REF.tREFI)
-    assert s.objective >= max(s.starts[t] + d for t, d in
-                              [("a/only", 10), ("b/only", 20), ("e/only", 900)])
+    assert s.objective >= max(s.starts[t] + d for t, d in [("a/only", 10), ("b/only", 20), ("e/only", 900)])
 
 
 def test_refresh_only_charges_groups_not_the_host():
@@ -193,8 +194,15 @@ def test_malformed_problems_are_rejected():
     with pytest.raises(ValueError, match="topological"):
         problem_index(problem("v", [single("a", HOST, 1), single("b", HOST, 1)], [("b", "a")]))
     with pytest.raises(ValueError, match="duplicate task"):
-        problem_index(problem("v", [single("a", HOST, 1), Job("b", ("b",), (Mode(
-            "m", (Task("a/only", HOST, 1),), (), ("a/only",), "a/only"),))]))
+        problem_index(
+            problem(
+                "v",
+                [
+                    single("a", HOST, 1),
+                    Job("b", ("b",), (Mode("m", (Task("a/only", HOST, 1),), (), ("a/only",), "a/only"),)),
+                ],
+            )
+        )
 
 
 def test_pim_modes_fixture_is_valid():

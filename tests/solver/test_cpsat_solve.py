@@ -1,18 +1,29 @@
 """Optima, bounds, determinism, hints, symmetry and the certificate of solve_cpsat."""
+
 from __future__ import annotations
 
 import pytest
-from solver_testkit import (HOST, Job, Refresh, brute_force_optimum, chain_mode, one_task_mode,
-                      pim_mode, problem, random_problem, single)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from solver_testkit import (
+    HOST,
+    Job,
+    Refresh,
+    brute_force_optimum,
+    chain_mode,
+    one_task_mode,
+    pim_mode,
+    problem,
+    random_problem,
+    single,
+)
 
 from solver.certificate import Certificate, busy_time, check_solution
 from solver.cpsat import solution_makespan, solve_cpsat
 from solver.cpsat.symmetry import canonical_hint, symmetric_classes
 from solver.heuristics import solve_greedy, solve_naive
-from solver.problem import Solution
 from solver.index import problem_index
+from solver.problem import Solution
 
 REF = Refresh(tREFI=400, tRFC=35, max_postponed=8)
 
@@ -29,16 +40,24 @@ def _tiny(seed: int, refresh: bool = False):
         modes = []
         for k in range(rng.randint(1, 2)):
             if rng.random() < 0.6:
-                modes.append(one_task_mode(n, f"m{k}", rng.choice(res), rng.randint(50, 400),
-                                           {"g0": rng.randint(0, 60)}))
+                modes.append(
+                    one_task_mode(n, f"m{k}", rng.choice(res), rng.randint(50, 400), {"g0": rng.randint(0, 60)})
+                )
             else:
-                modes.append(chain_mode(n, f"m{k}", [(rng.choice(res), rng.randint(30, 200)),
-                                                     (HOST, rng.randint(5, 40))],
-                                        {"g1": rng.randint(0, 60)}, lags=[rng.randint(0, 20)]))
+                modes.append(
+                    chain_mode(
+                        n,
+                        f"m{k}",
+                        [(rng.choice(res), rng.randint(30, 200)), (HOST, rng.randint(5, 40))],
+                        {"g1": rng.randint(0, 60)},
+                        lags=[rng.randint(0, 20)],
+                    )
+                )
         jobs.append(Job(n, (n,), tuple(modes)))
     deps = [(f"j{a}", f"j{b}") for b in range(len(jobs)) for a in range(b) if rng.random() < 0.4]
-    return problem(f"tiny{seed}", jobs, deps, [("g0", 100), ("g1", 100)],
-                   refresh=REF if refresh else None, sync=rng.randint(0, 30))
+    return problem(
+        f"tiny{seed}", jobs, deps, [("g0", 100), ("g1", 100)], refresh=REF if refresh else None, sync=rng.randint(0, 30)
+    )
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -55,8 +74,7 @@ def test_known_optimum_by_brute_force(seed):
 
 def test_obvious_optimum_parallel_groups():
     # four identical PIM jobs, two groups: optimum puts two on each group
-    jobs = [Job(n, (n,), (one_task_mode(n, "g0", "g0", 100), one_task_mode(n, "g1", "g1", 100)))
-            for n in "abcd"]
+    jobs = [Job(n, (n,), (one_task_mode(n, "g0", "g0", 100), one_task_mode(n, "g1", "g1", 100))) for n in "abcd"]
     p = problem("par", jobs, groups=[("g0", 10), ("g1", 10)])
     s = solve_cpsat(p, time_limit=10, auto_hint=False)
     assert s.status == "OPTIMAL" and s.objective == 200 and s.bound == 200
@@ -64,8 +82,7 @@ def test_obvious_optimum_parallel_groups():
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), n_jobs=st.integers(2, 7), n_groups=st.integers(1, 3),
-       refresh=st.booleans())
+@given(seed=st.integers(0, 10_000), n_jobs=st.integers(2, 7), n_groups=st.integers(1, 3), refresh=st.booleans())
 def test_cpsat_not_worse_than_greedy_not_worse_than_naive(seed, n_jobs, n_groups, refresh):
     p = random_problem(seed, n_jobs=n_jobs, n_groups=n_groups, refresh=refresh)
     nv, gr = solve_naive(p), solve_greedy(p)
@@ -211,10 +228,18 @@ def test_progress_errors_do_not_kill_the_solve():
 def _sym_problem():
     jobs = []
     for n in "abcde":
-        jobs.append(Job(n, (n,), (pim_mode(n, ["g0"], 3, 90, 9, 2, 10),
-                                  pim_mode(n, ["g1"], 3, 90, 9, 2, 10),
-                                  pim_mode(n, ["g0", "g1"], 3, 90, 9, 2, 10),
-                                  one_task_mode(n, "host", HOST, 300))))
+        jobs.append(
+            Job(
+                n,
+                (n,),
+                (
+                    pim_mode(n, ["g0"], 3, 90, 9, 2, 10),
+                    pim_mode(n, ["g1"], 3, 90, 9, 2, 10),
+                    pim_mode(n, ["g0", "g1"], 3, 90, 9, 2, 10),
+                    one_task_mode(n, "host", HOST, 300),
+                ),
+            )
+        )
     deps = [("a", "c"), ("b", "d")]
     return problem("sym", jobs, deps, [("g0", 100), ("g1", 100)], refresh=REF, sync=4)
 

@@ -5,6 +5,7 @@
 - Appends are timed once per sequence without host addresses: the simulator's timing of a
   sequence does not depend on the host addresses (src/dst/offset) it names.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -26,13 +27,16 @@ from solver.symbols import Symbols, host_copy
 from solver.task_timing import TIMED_FIELDS, time_task
 from solver.tiling import channel_signature, make_tiling, structure_key
 
+
 def _qkv(n: int = 24, k: int = 64):
     """Three GEMVs that share their input, fused: part boundaries fall inside some units' rows."""
     x = ir.Tensor(name="x", shape=(1, k), dtype="fp16", role="activation")
     ts, ops = [x], []
     for name in ("q", "k", "v"):
-        ts += [ir.Tensor(name=f"{name}.weight", shape=(n, k), dtype="fp16", role="weight"),
-               ir.Tensor(name=f"{name}.out", shape=(1, n), dtype="fp16", role="activation")]
+        ts += [
+            ir.Tensor(name=f"{name}.weight", shape=(n, k), dtype="fp16", role="weight"),
+            ir.Tensor(name=f"{name}.out", shape=(1, n), dtype="fp16", role="activation"),
+        ]
         ops.append(ir.Op(name=name, kind="gemv", inputs=["x", f"{name}.weight"], outputs=[f"{name}.out"]))
     return ir.Program(name="qkv", tensors=ts, ops=ops, inputs=["x"], outputs=["q.out", "k.out", "v.out"])
 
@@ -104,8 +108,10 @@ def test_append_timing_ignores_host_addresses():
         lay = Layout(hw, t, 2)
         seq = emit_kv_append(hw, lay, Symbols(), 0, "k", 15)
         assert seq
-        moved = [replace(ins, args=tuple(v + 7 if k not in TIMED_FIELDS[ins.op] else v for k, v in enumerate(ins.args)))
-                 for ins in seq]
+        moved = [
+            replace(ins, args=tuple(v + 7 if k not in TIMED_FIELDS[ins.op] else v for k, v in enumerate(ins.args)))
+            for ins in seq
+        ]
         assert moved != seq
         assert time_task(hw, moved) == time_task(hw, seq)
 
@@ -135,16 +141,30 @@ def test_encoded_appends_are_shared_by_channels_with_the_same_slot_rows(op):
 
 def _renamed(program: ir.Program, suffix: str) -> ir.Program:
     """The same program with every tensor and op renamed (another layer of the same model)."""
+
     def rename(n: str) -> str:  # a KV-cache version keeps its position last: k_cache.l7@15
         base, at, pos = n.partition("@")
         return f"{base}{suffix}{at}{pos}"
 
     ren = {t: rename(t) for t in program.tensors}
     ts = [t.model_copy(update={"name": ren[t.name]}) for t in program.tensors.values()]
-    ops = [o.model_copy(update={"name": f"{o.name}{suffix}", "inputs": [ren[i] for i in o.inputs],
-                                "outputs": [ren[i] for i in o.outputs]}) for o in program.ops]
-    return ir.Program(name=program.name + suffix, tensors=ts, ops=ops, inputs=[ren[i] for i in program.inputs],
-                      outputs=[ren[i] for i in program.outputs])
+    ops = [
+        o.model_copy(
+            update={
+                "name": f"{o.name}{suffix}",
+                "inputs": [ren[i] for i in o.inputs],
+                "outputs": [ren[i] for i in o.outputs],
+            }
+        )
+        for o in program.ops
+    ]
+    return ir.Program(
+        name=program.name + suffix,
+        tensors=ts,
+        ops=ops,
+        inputs=[ren[i] for i in program.inputs],
+        outputs=[ren[i] for i in program.outputs],
+    )
 
 
 def _two_layers(hw, program, op, channels, style):
@@ -156,8 +176,10 @@ def _two_layers(hw, program, op, channels, style):
             return fused_shape(p, [o + suffix for o in op], "qkv" + suffix)
         return mv_shape(p, op + suffix)
 
-    return (make_tiling(hw, shape_of(program), channels, interleave=style == "overlap"),
-            make_tiling(hw, shape_of(other, ".l7"), channels, interleave=style == "overlap"))
+    return (
+        make_tiling(hw, shape_of(program), channels, interleave=style == "overlap"),
+        make_tiling(hw, shape_of(other, ".l7"), channels, interleave=style == "overlap"),
+    )
 
 
 @pytest.mark.parametrize("style", ["overlap", "naive"])
@@ -203,7 +225,8 @@ def test_another_layers_encoded_tasks_are_relocated_exactly(name, program, op, c
         alone = encode(MVEmitter(hw, there, sym, style).emit(ci))
         got = later.encoded(ci, {}, encode, layers)
         assert np.array_equal(got, alone), f"MV channel {ci}"
-        assert np.array_equal(encoded_weight_read(hw, there, sym, ci, {}, encode, layers),
-                              encode(emit_weight_read(hw, there, sym, ci))), f"weight read channel {ci}"
+        assert np.array_equal(
+            encoded_weight_read(hw, there, sym, ci, {}, encode, layers), encode(emit_weight_read(hw, there, sym, ci))
+        ), f"weight read channel {ci}"
         relocated.append(not np.array_equal(got, first.encoded(ci, {}, encode)))
     assert any(relocated)  # the tables did move (other rows and symbols)

@@ -1,11 +1,11 @@
 """Greedy list scheduling and the naive program-order schedule."""
+
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from solver_testkit import (HOST, Job, chain_mode, one_task_mode, problem, random_problem,
-                            single)
+from solver_testkit import HOST, Job, chain_mode, one_task_mode, problem, random_problem, single
 
 from solver.certificate import check_solution
 from solver.cpsat import solve_cpsat
@@ -32,22 +32,19 @@ def test_timeline_fills_gaps():
 
 
 def test_naive_is_strictly_serial_with_lags():
-    jobs = [single("a", HOST, 10), single("b", "g0", 20), single("c", HOST, 5),
-            single("d", "g0", 7)]
+    jobs = [single("a", HOST, 10), single("b", "g0", 20), single("c", HOST, 5), single("d", "g0", 7)]
     p = problem("n", jobs, [("a", "b")], sync=3)
     s = solve_naive(p)
     assert s.status == "HEURISTIC" and s.bound is None and check_solution(p, s) == []
     iv = _intervals(p, s)
-    for (s1, e1, r1), (s2, e2, r2) in zip(iv, iv[1:]):
+    for (_s1, e1, r1), (s2, _e2, r2) in zip(iv, iv[1:]):
         assert s2 >= e1 + p.lag(r1, r2)
     assert s.objective == 10 + 3 + 20 + 3 + 5 + 3 + 7
 
 
 def test_naive_mode_prefix_and_fallback():
-    j1 = Job("a", ("a",), (one_task_mode("a", "host", HOST, 50),
-                           one_task_mode("a", "naive[all]", "g0", 10)))
-    j2 = Job("b", ("b",), (one_task_mode("b", "first", HOST, 5),
-                           one_task_mode("b", "second", "g0", 1)))
+    j1 = Job("a", ("a",), (one_task_mode("a", "host", HOST, 50), one_task_mode("a", "naive[all]", "g0", 10)))
+    j2 = Job("b", ("b",), (one_task_mode("b", "first", HOST, 5), one_task_mode("b", "second", "g0", 1)))
     p = problem("n", [j1, j2])
     assert naive_modes(p) == {"a": "naive[all]", "b": "first"}
     assert solve_naive(p, mode_name_prefix="sec").modes == {"a": "host", "b": "second"}
@@ -60,24 +57,23 @@ def test_greedy_overlaps_independent_chains(two_chains):
 
 
 def test_greedy_picks_earliest_output_end():
-    j = Job("a", ("a",), (one_task_mode("a", "slow", HOST, 50),
-                          one_task_mode("a", "fast", "g0", 10)))
+    j = Job("a", ("a",), (one_task_mode("a", "slow", HOST, 50), one_task_mode("a", "fast", "g0", 10)))
     p = problem("g", [single("x", "g0", 100), j])
     s = solve_greedy(p)
     assert s.modes["a"] == "slow" and s.objective == 100  # g0 busy until 100
 
 
 def test_greedy_tie_breaks_on_capacity_usage():
-    j = Job("a", ("a",), (one_task_mode("a", "big", "g0", 10, {"g0": 50}),
-                          one_task_mode("a", "small", "g1", 10, {"g1": 5})))
+    j = Job(
+        "a", ("a",), (one_task_mode("a", "big", "g0", 10, {"g0": 50}), one_task_mode("a", "small", "g1", 10, {"g1": 5}))
+    )
     p = problem("g", [j], groups=[("g0", 100), ("g1", 100)])
     assert solve_greedy(p).modes["a"] == "small"
 
 
 def test_greedy_respects_capacity_with_lookahead():
     # a: fast mode uses all of g0; b has no other choice than 60 rows of g0
-    a = Job("a", ("a",), (one_task_mode("a", "fast", "g0", 10, {"g0": 100}),
-                          one_task_mode("a", "slow", HOST, 90)))
+    a = Job("a", ("a",), (one_task_mode("a", "fast", "g0", 10, {"g0": 100}), one_task_mode("a", "slow", HOST, 90)))
     b = single("b", "g0", 10, {"g0": 60})
     p = problem("g", [a, b], groups=[("g0", 100)])
     s = solve_greedy(p)
@@ -92,8 +88,9 @@ def test_heuristics_report_infeasible_capacity():
 
 
 def test_naive_infeasible_when_its_modes_do_not_fit():
-    j = Job("a", ("a",), (one_task_mode("a", "naive[all]", "g0", 10, {"g0": 200}),
-                          one_task_mode("a", "host", HOST, 90)))
+    j = Job(
+        "a", ("a",), (one_task_mode("a", "naive[all]", "g0", 10, {"g0": 200}), one_task_mode("a", "host", HOST, 90))
+    )
     p = problem("g", [j], groups=[("g0", 100)])
     assert solve_naive(p).status == "INFEASIBLE"
     assert solve_greedy(p).modes["a"] == "host"
@@ -113,8 +110,7 @@ def test_schedule_with_modes_is_valid():
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 100_000), n_jobs=st.integers(2, 10), n_groups=st.integers(1, 3),
-       sync=st.integers(0, 50))
+@given(seed=st.integers(0, 100_000), n_jobs=st.integers(2, 10), n_groups=st.integers(1, 3), sync=st.integers(0, 50))
 def test_heuristics_valid_deterministic_and_ordered(seed, n_jobs, n_groups, sync):
     p = random_problem(seed, n_jobs=n_jobs, n_groups=n_groups, sync=sync)
     g1, g2, n = solve_greedy(p), solve_greedy(p), solve_naive(p)

@@ -1,4 +1,5 @@
 """Fusion candidates: gemvs sharing an input, host chains one launch can run."""
+
 from __future__ import annotations
 
 import ir
@@ -51,8 +52,11 @@ def test_naive_fused_program_is_in_the_space_cpsat_searches():
     from pimsat.instance import Instance
     from pimsat.pipeline import SolveOptions, run
 
-    inst = Instance(name="t", program={"kind": "model", "preset": "tiny-llama", "batch": 16, "context": 15,
-                                       "layers": 1}, hardware={"preset": "hbm2-pim", "set": ["organization.channels=8"]})
+    inst = Instance(
+        name="t",
+        program={"kind": "model", "preset": "tiny-llama", "batch": 16, "context": 15, "layers": 1},
+        hardware={"preset": "hbm2-pim", "set": ["organization.channels=8"]},
+    )
     cp = run(inst, SolveOptions(method="cpsat", functional=False))
     fused = [j for j in cp.problem.jobs if any(m.name == "unfused[all]" for m in j.modes)]  # fused GEMV groups
     assert fused and all(any(m.name == "unfused-closed[all]" for m in j.modes) for j in fused)

@@ -1,9 +1,11 @@
 """Tiling and layout: every resident element is placed exactly once, where `locate` says."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ir
 from hwmodel import load_hardware
@@ -25,8 +27,12 @@ def _coverage(hw, program, op, channels, double_buffer=True):
         hits[idx] += 1
         first = p.col * epb
         for n in range(p.elements):
-            cell = (p.channel, p.bank, p.row + (first + n) // (hw.organization.columns * epb),
-                    (first + n) % (hw.organization.columns * epb))
+            cell = (
+                p.channel,
+                p.bank,
+                p.row + (first + n) // (hw.organization.columns * epb),
+                (first + n) % (hw.organization.columns * epb),
+            )
             assert cell not in cells, f"two elements placed at {cell}"
             cells.add(cell)
             assert p.row - 3 < lay.rows_per_bank
@@ -66,8 +72,13 @@ def test_locate_agrees_with_placements(n, k, channels):
             kk, j = divmod(e, p.run)
             flat = p.elem_start + kk * p.stride + j
             pos = p.col * epb + e
-            where[flat] = (p.channel, p.bank, p.row + pos // (hw.organization.columns * epb),
-                           (pos % (hw.organization.columns * epb)) // epb, pos % epb)
+            where[flat] = (
+                p.channel,
+                p.bank,
+                p.row + pos // (hw.organization.columns * epb),
+                (pos % (hw.organization.columns * epb)) // epb,
+                pos % epb,
+            )
     for row in {0, n // 2, n - 1}:
         for kk in {0, k // 3, k - 1}:
             ci = next(i for i, c in enumerate(channels) if lay.locate(i, 0, row, kk) is not None)

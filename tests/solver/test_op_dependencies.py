@@ -8,6 +8,7 @@ reads:   job a = a KV append (g0, 4, reads op ap) then an attention sweep (g0, 6
          ap's producer k is short (host 3), at's producer s long (host 20): the append runs while
          the host is still busy with s.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,9 +24,14 @@ from solver.heuristics import solve_greedy, solve_naive
 
 def _unfused(op_level: bool):
     t = {n: Task(f"p/{n}", r, d) for n, r, d in (("q", "g0", 10), ("v", "g0", 10), ("eq", HOST, 2), ("ev", HOST, 2))}
-    mode = Mode("unfused", tuple(t.values()),
-                (Edge("p/q", "p/eq"), Edge("p/v", "p/ev"), Edge("p/eq", "p/ev")), ("p/q", "p/v"), "p/ev",
-                outputs={"q": "p/eq", "v": "p/ev"})
+    mode = Mode(
+        "unfused",
+        tuple(t.values()),
+        (Edge("p/q", "p/eq"), Edge("p/v", "p/ev"), Edge("p/eq", "p/ev")),
+        ("p/q", "p/v"),
+        "p/ev",
+        outputs={"q": "p/eq", "v": "p/ev"},
+    )
     p = problem("unfused", [Job("p", ("q", "v"), (mode,)), single("c", HOST, 5)])
     p.dependencies = [Dependency("p", "c", (("q", "c"),) if op_level else ())]
     return p
@@ -33,11 +39,19 @@ def _unfused(op_level: bool):
 
 def _reads(op_level: bool):
     ap, at = Task("a/append", "g0", 4), Task("a/mv", "g0", 6)
-    mode = Mode("pim", (ap, at), (Edge(ap.name, at.name),), (ap.name, at.name), at.name,
-                reads={ap.name: ("ap",), at.name: ("at",)})
+    mode = Mode(
+        "pim",
+        (ap, at),
+        (Edge(ap.name, at.name),),
+        (ap.name, at.name),
+        at.name,
+        reads={ap.name: ("ap",), at.name: ("at",)},
+    )
     p = problem("reads", [single("k", HOST, 3), single("s", HOST, 20), Job("a", ("ap", "at"), (mode,))])
-    p.dependencies = [Dependency("k", "a", (("k", "ap"),) if op_level else ()),
-                      Dependency("s", "a", (("s", "at"),) if op_level else ())]
+    p.dependencies = [
+        Dependency("k", "a", (("k", "ap"),) if op_level else ()),
+        Dependency("s", "a", (("s", "at"),) if op_level else ()),
+    ]
     return p
 
 
@@ -68,8 +82,9 @@ def test_critical_path_counts_the_early_output():
 def test_certificate_legal_at_the_boundary_illegal_one_cycle_before(build, op_opt, job_opt):
     p = build(True)
     s = solve_cpsat(p, time_limit=10, auto_hint=False)
-    waiter, producer_end = ("c/only", s.starts["p/eq"] + 2) if build is _unfused else \
-        ("a/append", s.starts["k/only"] + 3)
+    waiter, producer_end = (
+        ("c/only", s.starts["p/eq"] + 2) if build is _unfused else ("a/append", s.starts["k/only"] + 3)
+    )
     assert s.starts[waiter] == producer_end  # starts exactly when its own producer is done
     early = dataclasses.replace(s, starts={**s.starts, waiter: producer_end - 1})
     errs = check_solution(p, early)

@@ -2,6 +2,7 @@
 (tests/solver/golden/program_digests.json, written by `python bench/program_digests.py --write`):
 a change that alters any stream, even at the same cycle count, fails here until the digests are
 re-recorded on purpose (and the figures it moves are re-measured)."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,11 @@ from pimsat.pipeline import SolveOptions, run  # noqa: E402
 
 HEAVY = {"gemv-4096-b16-hbm2-64ch"}  # ~100 s for its three programs: PIMSAT_FULL=1
 FULL = os.environ.get("PIMSAT_FULL") == "1"
-PATHS = [pytest.param(p, marks=pytest.mark.skipif(p.stem in HEAVY and not FULL, reason="heavy: PIMSAT_FULL=1"))
-         for t in ("fpga", "micro") for p in instance_files(ROOT / "instances" / t)]
+PATHS = [
+    pytest.param(p, marks=pytest.mark.skipif(p.stem in HEAVY and not FULL, reason="heavy: PIMSAT_FULL=1"))
+    for t in ("fpga", "micro")
+    for p in instance_files(ROOT / "instances" / t)
+]
 
 
 def test_every_fpga_and_micro_instance_has_digests():

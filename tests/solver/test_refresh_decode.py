@@ -2,6 +2,7 @@
 pulled in, at most 9 x tREFI between two REFs, also through tasks many tREFI long (they carry REFs
 of their own, solver/refresh_points.py). Checked on the command log, independently of the
 simulator's own check, and against the standard's rule list (sim.stdcheck)."""
+
 from __future__ import annotations
 
 import sys
@@ -15,7 +16,8 @@ from pimsat.pipeline import SolveOptions, run
 from sim.stdcheck import check_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from refresh_figures import REF, refresh_figures as _refresh_figures  # noqa: E402
+from refresh_figures import REF  # noqa: E402
+from refresh_figures import refresh_figures as _refresh_figures
 
 TREFI, TRFC = 300, 60
 
@@ -24,9 +26,11 @@ TREFI, TRFC = 300, 60
 def test_long_tasks_refresh_inside(method):
     # a GEMV whose one task runs about 14 tREFI: before issue 13 the decoder issued every REF it
     # needed back to back in front of it and none during it
-    inst = Instance(name="long", program={"kind": "gemv", "n": 128, "k": 256},
-                    hardware={"preset": "fpga-proto",
-                              "set": [f"timing.params.tREFI={TREFI}", f"timing.params.tRFC={TRFC}"]})
+    inst = Instance(
+        name="long",
+        program={"kind": "gemv", "n": 128, "k": 256},
+        hardware={"preset": "fpga-proto", "set": [f"timing.params.tREFI={TREFI}", f"timing.params.tRFC={TRFC}"]},
+    )
     r = run(inst, SolveOptions(method=method, time_limit=5.0, functional=True, record=True))
     assert r.outputs_match and r.sim.cycles == r.compiled.predicted_cycles
     assert r.sim.cycles > 10 * TREFI
@@ -42,9 +46,11 @@ def test_every_long_pim_task_declares_its_refresh_credit():
     """Every group task that carries REFs of its own (PIM, split PIM part, weight read) has
     refresh_credit = tRFC x its REFs: without it the lumped refresh relaxation counts them twice
     and the proven bound can exceed the program (GEMV 4096 b16 split modes: 347,878 > 318,002)."""
-    inst = Instance(name="long-b16", program={"kind": "gemv", "n": 128, "k": 256, "batch": 16},
-                    hardware={"preset": "fpga-proto",
-                              "set": [f"timing.params.tREFI={TREFI}", f"timing.params.tRFC={TRFC}"]})
+    inst = Instance(
+        name="long-b16",
+        program={"kind": "gemv", "n": 128, "k": 256, "batch": 16},
+        hardware={"preset": "fpga-proto", "set": [f"timing.params.tREFI={TREFI}", f"timing.params.tRFC={TRFC}"]},
+    )
     r = run(inst, SolveOptions(method="cpsat", time_limit=5.0, functional=False, record=True))
     tasks = [t for j in r.problem.jobs for m in j.modes for t in m.tasks if t.resource != "host"]
     long_ = [t for t in tasks if t.duration > 4 * TREFI]

@@ -1,5 +1,6 @@
 """GEMVs split between the PIM units and the host (solver/split.py): row ranges, when the
 split is offered, its task structure, and programs that use it (simulated, outputs checked)."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -75,16 +76,22 @@ def test_split_beats_every_unsplit_mode():
     assert with_split.modes[job.name].startswith("split") and with_split.objective < without.objective
 
 
-@pytest.mark.parametrize("program, sets", [
-    ({"kind": "gemv", "n": 1024, "k": 512, "batch": 16}, []),
-    # on the data-bus write path the fused Q/K/V group now runs faster unfused and closed-page
-    # (16,477 against the split's 16,569 cycles); with a dedicated path the split still wins
-    ({"kind": "model", "preset": "tiny-llama", "batch": 16, "context": 15, "layers": 1},
-     ["pim.gb_write_path=dedicated"]),
-])
+@pytest.mark.parametrize(
+    "program, sets",
+    [
+        ({"kind": "gemv", "n": 1024, "k": 512, "batch": 16}, []),
+        # on the data-bus write path the fused Q/K/V group now runs faster unfused and closed-page
+        # (16,477 against the split's 16,569 cycles); with a dedicated path the split still wins
+        (
+            {"kind": "model", "preset": "tiny-llama", "batch": 16, "context": 15, "layers": 1},
+            ["pim.gb_write_path=dedicated"],
+        ),
+    ],
+)
 def test_split_programs_simulate_exactly_and_match_the_reference(program, sets):
-    inst = Instance(name="split", program=program,
-                    hardware={"preset": "hbm2-pim", "set": ["organization.channels=8", *sets]})
+    inst = Instance(
+        name="split", program=program, hardware={"preset": "hbm2-pim", "set": ["organization.channels=8", *sets]}
+    )
     r = run(inst, SolveOptions(method="cpsat", time_limit=10, workers=1))
     assert any("split" in m for m in r.solution.modes.values())
     assert r.outputs_match, r.max_abs_error
