@@ -75,7 +75,7 @@ def _layouts(
     for job in problem.jobs:
         out[job.name] = []
         for pl in chosen[job.name].payload.tilings:
-            tiling = lowering.tiling(pl.shape, pl.channels, pl.style)
+            tiling = lowering.tiling(pl.shape, pl.channels, pl.style, pl.kind)
             probe = Layout(hw, tiling, 0)
             base = {}
             for g in pl.groups:

@@ -19,7 +19,7 @@ from .tiling import channel_signature, slot_rows
 
 def _alike(lowering: Lowering, pl) -> bool:
     """Every channel of the payload's tiling runs the same commands (and the same appends)."""
-    t = lowering.tiling(pl.shape, pl.channels, pl.style)
+    t = lowering.tiling(pl.shape, pl.channels, pl.style, pl.kind)
     if len({channel_signature(t, ci) for ci in range(len(pl.channels))}) > 1:
         return False
     if pl.append is not None:
@@ -43,7 +43,7 @@ def exact_durations(problem: SchedulingProblem, lowering: Lowering) -> dict[int,
             differ = [i for i, pl in enumerate(tilings) if not _alike(lowering, pl)]
             if not differ:
                 continue
-            layouts = [Layout(hw, lowering.tiling(pl.shape, pl.channels, pl.style), 0) for pl in tilings]
+            layouts = [Layout(hw, lowering.tiling(pl.shape, pl.channels, pl.style, pl.kind), 0) for pl in tilings]
             for task in mode.tasks:
                 role = mode.payload.roles[task.name]
                 if task.resource == HOST or role[1] not in differ:

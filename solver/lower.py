@@ -57,11 +57,19 @@ class Lowering:
     structures: dict[tuple, TaskTiming] = field(default_factory=dict)
     max_tail: int = 0  # max over timed tasks of duration - completion (quiet end after last data)
 
-    split_macs: dict[tuple, bool] = field(default_factory=dict)  # timed choice per (shape, channels, style)
+    # timed choices per (shape, channels, style) of an MV tiling: split MAC runs, vectors per group
+    split_macs: dict[tuple, bool] = field(default_factory=dict)
+    vector_groups: dict[tuple, int] = field(default_factory=dict)
 
-    def tiling(self, shape: MVShape, channels: tuple[int, ...], style: str) -> Tiling:
-        split = self.split_macs.get((_signature(shape), len(channels), style), True)
-        return make_tiling(self.hw, shape, channels, double_buffer=(style == Style.OVERLAP), split_macs=split)
+    def tiling(self, shape: MVShape, channels: tuple[int, ...], style: str, kind: TilingKind = TilingKind.MV) -> Tiling:
+        """The tiling lowering timed (and decode lays out): for MV tilings with the choices made
+        when they were timed; a weight read (host GEMV) keeps the default vector groups."""
+        key = (_signature(shape), len(channels), style)
+        split = self.split_macs.get(key, True)
+        vg = self.vector_groups.get(key) if kind == TilingKind.MV else None
+        return make_tiling(
+            self.hw, shape, channels, double_buffer=(style == Style.OVERLAP), split_macs=split, max_vg=vg
+        )
 
 
 def make_groups(hw: Hardware, count: int, capacity_rows: int) -> list[Group]:
@@ -84,6 +92,14 @@ def group_subsets(groups: list[Group], which: str) -> list[tuple[int, ...]]:
     return subsets
 
 
+def _vector_group_candidates(vg: int) -> list[int]:
+    """Vectors per group to time, most first: the default, then halving down to one."""
+    out = [vg]
+    while out[-1] > 1:
+        out.append(out[-1] // 2)
+    return out
+
+
 def _signature(shape: MVShape) -> tuple:
     return (shape.kind_key, shape.matrices, shape.rows, shape.k, shape.vectors)
 
@@ -99,26 +115,42 @@ class Lowerer:
 
     # ---- timing of one task (cached) ---------------------------------------------------------
     def _mv_timing(self, shape: MVShape, channels: tuple[int, ...], style: str, kind: str) -> tuple[TaskTiming, Layout]:
-        tiling = self.lowering.tiling(shape, channels, style)
+        tiling = self.lowering.tiling(shape, channels, style, TilingKind.MV if kind == "mv" else TilingKind.HOSTGEMV)
         layout = Layout(self.hw, tiling)
         if layout.rows_per_bank > self.hw.organization.rows:
             raise TooBig(layout.rows_per_bank)
         key = (kind, _signature(shape), len(channels), style)
         if key not in self.lowering.timings:
             if kind == "mv":
-                # split MAC runs to carry global-buffer loads, or not: whichever is faster
-                split_key = (_signature(shape), len(channels), style)
+                # vectors per group and split MAC runs (to carry global-buffer loads): whichever
+                # is faster; fewer vectors per group are tried while they keep getting faster.
+                # The naive lowering (the vendor-library baseline) keeps the default grouping.
+                choice_key = (_signature(shape), len(channels), style)
                 best = None
-                for split in (True, False):
-                    lay = Layout(self.hw, replace(tiling, split_macs=split))
-                    emitter = MVEmitter(self.hw, lay, Symbols(), style)
-                    tt = time_task(self.hw, emitter.emit(0))
-                    self.lowering.structures.setdefault(StructureTimings.key(kind, style, lay.t, 0), tt)
-                    if best is None or tt.duration < best[1].duration:
-                        best = (split, tt, lay)
-                    if not emitter.split_used:
-                        break  # no MAC run was split: the unsplit tiling emits the same commands
-                self.lowering.split_macs[split_key], tt, layout = best
+                tried = _vector_group_candidates(tiling.vg) if self.opt.style == Style.OVERLAP else [tiling.vg]
+                for vg in tried:
+                    base = (
+                        tiling
+                        if vg == tiling.vg
+                        else make_tiling(self.hw, shape, channels, double_buffer=tiling.double_buffer, max_vg=vg)
+                    )
+                    if Layout(self.hw, base).rows_per_bank > self.hw.organization.rows:
+                        continue
+                    best_here = None
+                    for split in (True, False):
+                        lay = Layout(self.hw, replace(base, split_macs=split))
+                        emitter = MVEmitter(self.hw, lay, Symbols(), style)
+                        tt = time_task(self.hw, emitter.emit(0))
+                        self.lowering.structures.setdefault(StructureTimings.key(kind, style, lay.t, 0), tt)
+                        if best_here is None or tt.duration < best_here[2].duration:
+                            best_here = (vg, split, tt, lay)
+                        if not emitter.split_used:
+                            break  # no MAC run was split: the unsplit tiling emits the same commands
+                    if best is not None and best_here[2].duration >= best[2].duration:
+                        break
+                    best = best_here
+                vg, self.lowering.split_macs[choice_key], tt, layout = best
+                self.lowering.vector_groups[choice_key] = vg
             else:
                 tt = time_task(self.hw, emit_weight_read(self.hw, layout, Symbols(), 0))
                 self.lowering.structures.setdefault(StructureTimings.key(kind, style, layout.t, 0), tt)

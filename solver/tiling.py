@@ -91,7 +91,12 @@ def make_tiling(
     double_buffer: bool = True,
     interleave: bool | None = None,
     split_macs: bool = True,
+    max_vg: int | None = None,
 ) -> Tiling:
+    """`max_vg`: at most this many vectors per group (default: as many as the global buffer's half
+    and the accumulators allow). Fewer vectors per group means longer chunks and passes of more
+    rows: fewer switches between buffer writes and MACs (each one pays both read/write
+    turnarounds on a data-bus write path) for more row activations; lowering times both."""
     nch = len(channels)
     pus = hw.pus_per_channel
     m, rows = shape.matrices, shape.rows
@@ -113,7 +118,7 @@ def make_tiling(
     gb = hw.gb_bursts
     half = gb // 2 if double_buffer and gb >= 2 else gb
     double_buffer = double_buffer and gb >= 2
-    vg = max(1, min(shape.vectors, half, hw.pim.acc_registers))
+    vg = max(1, min(shape.vectors, half, hw.pim.acc_registers, max_vg or shape.vectors))
     epb = hw.elements_per_burst
     k_bursts = ceil(shape.k / epb)
     # a run (one row's chunk) must not straddle a DRAM row: chunk divides the row's columns
