@@ -16,3 +16,9 @@ use_oracle(time_commands)
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# Many test files compile the same instances (bit-true, digests, instances, outputs): keep their
+# lowerings for the whole session (per xdist worker) instead of only the last one.
+from pimsat import pipeline  # noqa: E402
+
+pipeline.DEFAULT_CACHE.size = 64
