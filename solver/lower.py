@@ -7,9 +7,10 @@ Jobs follow the program in topological order:
 - kv_append + attn_score and kv_append + attn_context become one job each (the append writes
   where the attention op's layout keeps the cache), PIM over group subsets;
 - every other op is a host job (one HOP task).
-Every task's duration comes from emitting its commands and issuing them with the simulator's
-rules (`task_timing`). Durations are cached per (op shape, group count, style): repeated layers
-cost one emission.
+Every task's duration comes from emitting its commands and issuing them with the hardware
+model's timing rules (`task_timing`), on every distinct channel of its group: a group's task
+lasts what its slowest channel takes, as in the decoded program. Durations are cached per
+channel signature (op shape, tiling, channel position): repeated layers cost one emission.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, 
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
 from .split import split_modes
 from .symbols import Symbols
-from .task_timing import StructureTimings, TaskTiming, time_task
+from .task_timing import StructureTimings, TaskTiming
 from .tiling import Tiling, make_tiling
 
 
@@ -112,19 +113,56 @@ class Lowerer:
         self.structures = StructureTimings(hw, self.lowering.structures)  # what decode will look up
         self.host_cycles = HostCosts(hw, program)
         self.too_big: dict[str, int] = {}  # job -> rows per bank its smallest rejected tiling needs
+        self._split_used: dict[tuple, bool] = {}  # MV structure -> its emission split a MAC run
 
     # ---- timing of one task (cached) ---------------------------------------------------------
-    def _mv_timing(self, shape: MVShape, channels: tuple[int, ...], style: str, kind: str) -> tuple[TaskTiming, Layout]:
+    def _channel_timing(self, layout: Layout, kind: str, style: str, ci: int) -> TaskTiming:
+        """The task of channel `ci` of `layout`, emitted and timed once per channel signature
+        (channels of one signature run the same commands: StructureTimings)."""
+        key = StructureTimings.key(kind, style, layout.t, ci)
+        if kind == "mv":
+
+            def emit():
+                emitter = MVEmitter(self.hw, layout, Symbols(), style)
+                seq = emitter.emit(ci)
+                self._split_used[key] = emitter.split_used
+                return seq
+        else:
+            emit = lambda: emit_weight_read(self.hw, layout, Symbols(), ci)
+        tt = self.structures.structure(key, emit)
+        self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
+        return tt
+
+    def _split(self, layout: Layout, style: str, ci: int) -> bool:
+        """Whether channel `ci`'s emission split a MAC run (unknown: assume it did)."""
+        return self._split_used.get(StructureTimings.key("mv", style, layout.t, ci), True)
+
+    def _slowest(self, layout: Layout, kind: str, style: str, cis) -> TaskTiming:
+        """The slowest of channels `cis` (positions in the tiling): every distinct channel timed,
+        as the decoder does, so a group's task lasts what its slowest channel takes."""
+        return max((self._channel_timing(layout, kind, style, ci) for ci in cis), key=lambda tt: tt.duration)
+
+    def group_timings(self, layout: Layout, kind: str, style: str, gnames) -> dict[str, TaskTiming]:
+        """Per group of the tiling: the timing of its slowest channel."""
+        pos = {c: i for i, c in enumerate(layout.t.channels)}
+        by_name = {g.name: g for g in self.groups}
+        return {g: self._slowest(layout, kind, style, [pos[c] for c in by_name[g].channels]) for g in gnames}
+
+    def mv_timing(self, shape: MVShape, channels: tuple[int, ...], style: str, kind: str) -> tuple[TaskTiming, Layout]:
+        """The tiling of `shape` over `channels` (its timed choices made on first use) and the
+        timing of its slowest channel."""
         tiling = self.lowering.tiling(shape, channels, style, TilingKind.MV if kind == "mv" else TilingKind.HOSTGEMV)
         layout = Layout(self.hw, tiling)
         if layout.rows_per_bank > self.hw.organization.rows:
             raise TooBig(layout.rows_per_bank)
+        every = range(len(channels))
         key = (kind, _signature(shape), len(channels), style)
         if key not in self.lowering.timings:
             if kind == "mv":
                 # vectors per group and split MAC runs (to carry global-buffer loads): whichever
-                # is faster; fewer vectors per group are tried while they keep getting faster.
-                # The naive lowering (the vendor-library baseline) keeps the default grouping.
+                # makes the slowest channel faster; fewer vectors per group are tried while they
+                # keep getting faster. The naive lowering (the vendor-library baseline) keeps the
+                # default grouping.
                 choice_key = (_signature(shape), len(channels), style)
                 best = None
                 tried = _vector_group_candidates(tiling.vg) if self.opt.style == Style.OVERLAP else [tiling.vg]
@@ -139,12 +177,10 @@ class Lowerer:
                     best_here = None
                     for split in (True, False):
                         lay = Layout(self.hw, replace(base, split_macs=split))
-                        emitter = MVEmitter(self.hw, lay, Symbols(), style)
-                        tt = time_task(self.hw, emitter.emit(0))
-                        self.lowering.structures.setdefault(StructureTimings.key(kind, style, lay.t, 0), tt)
+                        tt = self._slowest(lay, kind, style, every)
                         if best_here is None or tt.duration < best_here[2].duration:
                             best_here = (vg, split, tt, lay)
-                        if not emitter.split_used:
+                        if not any(self._split(lay, style, ci) for ci in every):
                             break  # no MAC run was split: the unsplit tiling emits the same commands
                     if best is not None and best_here[2].duration >= best[2].duration:
                         break
@@ -152,13 +188,11 @@ class Lowerer:
                 vg, self.lowering.split_macs[choice_key], tt, layout = best
                 self.lowering.vector_groups[choice_key] = vg
             else:
-                tt = time_task(self.hw, emit_weight_read(self.hw, layout, Symbols(), 0))
-                self.lowering.structures.setdefault(StructureTimings.key(kind, style, layout.t, 0), tt)
+                tt = self._slowest(layout, kind, style, every)
             self.lowering.timings[key] = tt
-            self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
         return self.lowering.timings[key], layout
 
-    def _refresh_credit(self, timing: TaskTiming) -> int:
+    def refresh_credit(self, timing: TaskTiming) -> int:
         """tRFC for each REF the task carries itself (on the channel it was timed on)."""
         return self.hw.timing.p("tRFC") * len(timing.refreshes)
 
@@ -202,7 +236,7 @@ class Lowerer:
             closed = "-closed" if style != self.opt.style else ""
             tag = f"{tag_prefix}{closed}[{'all' if len(subset) == len(self.groups) else ','.join(gnames)}]"
             try:
-                timing, layout = self._mv_timing(shape, channels, style, "mv")
+                timing, layout = self.mv_timing(shape, channels, style, "mv")
             except TooBig as e:
                 self.too_big[name] = min(self.too_big.get(name, e.rows), e.rows)
                 continue  # this tiling does not fit a bank: not a candidate
@@ -212,8 +246,9 @@ class Lowerer:
                 epis = [Task(f"{name}/{tag}/epi", HOST, max(1, sum(busy)))]
             else:
                 epis = [Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op])) for op in shape.ops]
+            per_group = self.group_timings(layout, "mv", style, gnames)
             for g in gnames:
-                t = Task(f"{name}/{tag}/{g}", g, timing.duration, self._refresh_credit(timing))
+                t = Task(f"{name}/{tag}/{g}", g, per_group[g].duration, self.refresh_credit(per_group[g]))
                 if append is not None:
                     a = Task(f"{name}/{tag}/{g}/append", g, max(1, self._append_timing(layout, *append)))
                     tasks.append(a)
@@ -265,10 +300,12 @@ class Lowerer:
         prev_epi = None
         for i, op in enumerate(ops):
             shape = mv_shape(self.p, op)
-            timing, layout = self._mv_timing(shape, channels, style, "mv")
+            _, layout = self.mv_timing(shape, channels, style, "mv")
+            per_group = self.group_timings(layout, "mv", style, [g.name for g in self.groups])
             epi = Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op]))
             for g in self.groups:
-                t = Task(f"{name}/{tag}/{op}/{g.name}", g.name, timing.duration, self._refresh_credit(timing))
+                tg = per_group[g.name]
+                t = Task(f"{name}/{tag}/{op}/{g.name}", g.name, tg.duration, self.refresh_credit(tg))
                 roles[t.name] = TaskRole(Role.MV, i)
                 tasks.append(t)
                 inputs.append(t.name)
@@ -298,11 +335,13 @@ class Lowerer:
         """Weights stay in all groups' banks (same layout as the all-group PIM mode), are read over
         the link, and the GEMM runs on the host matrix unit."""
         channels = tuple(c for g in self.groups for c in g.channels)
-        timing, layout = self._mv_timing(shape, channels, self.opt.style, "rd")
+        _, layout = self.mv_timing(shape, channels, self.opt.style, "rd")
+        per_group = self.group_timings(layout, "rd", self.opt.style, [g.name for g in self.groups])
         hop = Task(f"{name}/host/hop", HOST, self.host_cycles.op(op_index))
         tasks, edges = [], []
         for g in self.groups:
-            t = Task(f"{name}/host/{g.name}", g.name, timing.duration, self._refresh_credit(timing))
+            tg = per_group[g.name]
+            t = Task(f"{name}/host/{g.name}", g.name, tg.duration, self.refresh_credit(tg))
             tasks.append(t)
             edges.append(Edge(t.name, hop.name, self.hw.host.sync_cycles))
         usage = {g.name: layout.rows_per_bank for g in self.groups}

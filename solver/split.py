@@ -77,8 +77,8 @@ def split_modes(lw: Lowerer, name: str, shape: MVShape, tag_prefix: str = "split
     channels = tuple(c for g in lw.groups for c in g.channels)
     gnames = tuple(g.name for g in lw.groups)
     try:
-        full, _ = lw._mv_timing(shape, channels, lw.opt.style, "mv")
-        read_all, _ = lw._mv_timing(shape, channels, lw.opt.style, "rd")
+        full, _ = lw.mv_timing(shape, channels, lw.opt.style, "mv")
+        read_all, _ = lw.mv_timing(shape, channels, lw.opt.style, "rd")
     except TooBig:
         return []
     index = {op.name: i for i, op in enumerate(lw.p.ops)}
@@ -88,8 +88,8 @@ def split_modes(lw: Lowerer, name: str, shape: MVShape, tag_prefix: str = "split
         pim_shape = row_range(shape, 0, shape.rows - h, name)
         host_shape = row_range(shape, shape.rows - h, shape.rows, name)
         try:
-            pim, pim_layout = lw._mv_timing(pim_shape, channels, lw.opt.style, "mv")
-            rd, rd_layout = lw._mv_timing(host_shape, channels, lw.opt.style, "rd")
+            _, pim_layout = lw.mv_timing(pim_shape, channels, lw.opt.style, "mv")
+            _, rd_layout = lw.mv_timing(host_shape, channels, lw.opt.style, "rd")
         except TooBig:
             continue
         tag = f"{tag_prefix}{h}[all]"
@@ -104,9 +104,12 @@ def split_modes(lw: Lowerer, name: str, shape: MVShape, tag_prefix: str = "split
             epi = Task(f"{name}/{tag}/epi/{shape.ops[0]}", HOST, lw.host_cycles.epilogue(index[shape.ops[0]]))
             epi_role = TaskRole(Role.EPI, shape.ops[0])
         tasks, edges, inputs, roles = [], [], [], {}
+        pim_by_group = lw.group_timings(pim_layout, "mv", lw.opt.style, gnames)
+        rd_by_group = lw.group_timings(rd_layout, "rd", lw.opt.style, gnames)
         for g in gnames:
-            t = Task(f"{name}/{tag}/{g}", g, pim.duration, lw._refresh_credit(pim))
-            r = Task(f"{name}/{tag}/{g}/rd", g, rd.duration, lw._refresh_credit(rd))
+            pim, rd = pim_by_group[g], rd_by_group[g]
+            t = Task(f"{name}/{tag}/{g}", g, pim.duration, lw.refresh_credit(pim))
+            r = Task(f"{name}/{tag}/{g}/rd", g, rd.duration, lw.refresh_credit(rd))
             tasks += [r, t]
             inputs.append(t.name)
             roles[t.name], roles[r.name] = TaskRole(Role.MV, 0), TaskRole(Role.RD, 1)
