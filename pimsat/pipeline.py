@@ -15,7 +15,6 @@ from hwmodel import Hardware
 from hwmodel.numerics import within_tolerance
 from solver.bounds import Bounds, lower_bounds
 from solver.decode import Compiled, decode
-from solver.exact_durations import exact_durations
 from solver.lower import Lowering, LoweringError, LowerOptions, lower
 from solver.payload import Style
 from solver.problem import Method, SchedulingProblem, Solution, Status
@@ -152,8 +151,7 @@ def lower_program(hw: Hardware, program: ir.Program, groups: int) -> Lowered:
         by_style = {s: lower(hw, program, LowerOptions(groups=groups, style=s)) for s in Style}
     except LoweringError as e:
         raise InfeasibleError(str(e)) from None
-    exact = {k: v for s in Style for k, v in exact_durations(*by_style[s]).items()}
-    bounds = lower_bounds(hw, program, by_style[Style.OVERLAP][0], by_style[Style.NAIVE][0], exact=exact)
+    bounds = lower_bounds(hw, program, by_style[Style.OVERLAP][0], by_style[Style.NAIVE][0])
     return Lowered(by_style, bounds)
 
 

@@ -113,20 +113,17 @@ def with_refresh(hw: Hardware, work: int) -> int:
     return Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh).stretch(work)
 
 
-def critical_path(problem: SchedulingProblem, *others: SchedulingProblem, exact: dict[int, int] | None = None) -> int:
+def critical_path(problem: SchedulingProblem, *others: SchedulingProblem) -> int:
     """Longest path over jobs; each job at its fastest mode among its modes in `problem` and in
     the same jobs lowered in other styles (`others`), each mode started as early as its own input
     tasks' producers allow. Dependencies count at op granularity (`SchedulingProblem.ports`): an
     input task waits for the earliest time, over the producer's modes, the producer op's result
-    is ready (plus the sync when the input task is not on the host). `exact`: id(task) ->
-    duration, replacing the problem's (see exact_durations.py)."""
-    finish = _finish_times(problem, *others, exact=exact or {})
+    is ready (plus the sync when the input task is not on the host)."""
+    finish = _finish_times(problem, *others)
     return max((v for (j, op), v in finish.items() if op is None), default=0)
 
 
-def _finish_times(
-    problem: SchedulingProblem, *others: SchedulingProblem, exact: dict[int, int] | None = None
-) -> dict[tuple[str, str | None], int]:
+def _finish_times(problem: SchedulingProblem, *others: SchedulingProblem) -> dict[tuple[str, str | None], int]:
     """(job, op) -> earliest time the op's result can be ready; (job, None) -> the job's end."""
     alt: dict[str, list] = {}  # job -> its modes in the other styles (same job: same name and ops)
     for other in others:
@@ -141,7 +138,7 @@ def _finish_times(
         fastest = None
         ready_ops: dict[str, int | None] = {op: None for op in job.ops}
         for mode in modes:
-            end = _mode_end(problem, mode, into.get(job.name, []), finish, exact or {})
+            end = _mode_end(problem, mode, into.get(job.name, []), finish)
             out = end[mode.output]
             fastest = out if fastest is None else min(fastest, out)
             for op in job.ops:
@@ -153,7 +150,7 @@ def _finish_times(
     return finish
 
 
-def _mode_end(problem: SchedulingProblem, mode, deps: list, finish: dict, exact: dict[int, int]) -> dict[str, int]:
+def _mode_end(problem: SchedulingProblem, mode, deps: list, finish: dict) -> dict[str, int]:
     """Earliest end of every task of `mode` (its internal edges; its input tasks after the
     producers' results and the sync between streams), with no resource contention."""
     tasks = {t.name: t for t in mode.tasks}
@@ -175,7 +172,7 @@ def _mode_end(problem: SchedulingProblem, mode, deps: list, finish: dict, exact:
             s = max((end[p] + lag for p, lag in ps), default=0)
             if name in wait:
                 s = max(s, wait[name] + (0 if t.resource == HOST else problem.sync_cycles))
-            end[name] = s + exact.get(id(t), t.duration)
+            end[name] = s + t.duration
     return end
 
 
@@ -184,10 +181,10 @@ def lower_bounds(
     program: Program,
     problem: SchedulingProblem | None = None,
     *others: SchedulingProblem,
-    exact: dict[int, int] | None = None,
 ) -> Bounds:
-    """`exact`: id(task) -> the decoder's duration where lowering's differs (exact_durations.py),
-    over the tasks of `problem` and `others`."""
+    """The streaming bound of the program and the critical path over `problem` and `others`
+    (the same jobs in other lowering styles); task durations are the decoder's
+    (tests/solver/test_durations.py)."""
     work, stretched = streaming_cycles(hw, program)
-    cp = critical_path(problem, *others, exact=exact) if problem is not None else 0
+    cp = critical_path(problem, *others) if problem is not None else 0
     return Bounds(work, stretched, cp)

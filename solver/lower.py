@@ -145,8 +145,7 @@ class Lowerer:
     def group_timings(self, layout: Layout, kind: str, style: str, gnames) -> dict[str, TaskTiming]:
         """Per group of the tiling: the timing of its slowest channel."""
         pos = {c: i for i, c in enumerate(layout.t.channels)}
-        by_name = {g.name: g for g in self.groups}
-        return {g: self._slowest(layout, kind, style, [pos[c] for c in by_name[g].channels]) for g in gnames}
+        return {g: self._slowest(layout, kind, style, [pos[c] for c in self._group(g).channels]) for g in gnames}
 
     def mv_timing(self, shape: MVShape, channels: tuple[int, ...], style: str, kind: str) -> tuple[TaskTiming, Layout]:
         """The tiling of `shape` over `channels` (its timed choices made on first use) and the
@@ -196,18 +195,25 @@ class Lowerer:
         """tRFC for each REF the task carries itself (on the channel it was timed on)."""
         return self.hw.timing.p("tRFC") * len(timing.refreshes)
 
-    def _append_timing(self, layout: Layout, new: str, position: int) -> int:
-        """Longest append over the channels of the layout (cached per shape, channels, position)."""
-        key = ("append", _signature(layout.t.shape), layout.t.channels, layout.t.double_buffer, position)
+    def _append_timing(self, layout: Layout, new: str, position: int, group: str) -> int:
+        """The KV append of one group: its longest channel's (1 when it writes nothing there),
+        as the decoder emits it (cached per shape, channels, group, position)."""
+        pos = {c: i for i, c in enumerate(layout.t.channels)}
+        cis = tuple(pos[c] for c in self._group(group).channels)
+        key = ("append", _signature(layout.t.shape), layout.t.channels, layout.t.double_buffer, position, cis)
         if key in self.lowering.timings:
             return self.lowering.timings[key].duration
         worst = 0
-        for tt in self.structures.appends(layout, Symbols(), range(len(layout.t.channels)), new, position).values():
+        for tt in self.structures.appends(layout, Symbols(), cis, new, position).values():
             if tt is not None:
                 worst = max(worst, tt.duration)
                 self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
+        worst = max(1, worst)
         self.lowering.timings[key] = TaskTiming((), worst, worst)
         return worst
+
+    def _group(self, name: str) -> Group:
+        return next(g for g in self.groups if g.name == name)
 
     # ---- jobs --------------------------------------------------------------------------------
     def _pim_modes(
@@ -250,7 +256,7 @@ class Lowerer:
             for g in gnames:
                 t = Task(f"{name}/{tag}/{g}", g, per_group[g].duration, self.refresh_credit(per_group[g]))
                 if append is not None:
-                    a = Task(f"{name}/{tag}/{g}/append", g, max(1, self._append_timing(layout, *append)))
+                    a = Task(f"{name}/{tag}/{g}/append", g, self._append_timing(layout, *append, g))
                     tasks.append(a)
                     inputs.append(a.name)
                     edges.append(Edge(a.name, t.name, 0))

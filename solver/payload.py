@@ -1,8 +1,8 @@
 """What lowering hands the decoder with each mode: the tilings it lays out and each task's role.
 
 Solvers never read these (a `Mode.payload` is opaque to them); lowering (solver/lower.py,
-solver/split.py) builds them and the decoder (solver/decode.py), the bound's exact durations
-(solver/exact_durations.py) and the stream assembly dispatch on them. The enums are `StrEnum`s:
+solver/split.py) builds them and the decoder (solver/decode.py) and the stream assembly
+dispatch on them. The enums are `StrEnum`s:
 a member equals and hashes as its value, so caches keyed by them and the streams are the same as
 when they were plain strings.
 """
