@@ -1,9 +1,10 @@
 """The solver-free lower bound of instances without solving them (lowering only).
 
-    .venv/bin/python bench/bounds.py INSTANCE... [--json OUT.json]
+    .venv/bin/python bench/bounds.py INSTANCE... [--json OUT.json] [--modes]
 
-Prints per instance: bandwidth (streaming work alone), with refresh, the critical path of the op
-graph, and the bound (the larger) - the `lower_bound_cycles` a `pimsat compare` report carries.
+Prints per instance the hardware bound and its terms (solver/hardware_bound.py: no lowering, so
+it takes a second even for a whole model), the `lower_bound_cycles` a `pimsat compare` report
+carries; with --modes also the mode bound (critical path over the lowered modes).
 """
 
 from __future__ import annotations
@@ -14,33 +15,39 @@ from pathlib import Path
 
 from pimsat.instance import load_instance
 from pimsat.pipeline import SolveOptions, lower_program
+from solver.hardware_bound import hardware_bound
 
 
-def bound_row(path: str) -> dict:
+def bound_row(path: str, modes: bool = False) -> dict:
     inst = load_instance(path)
     program, hw = inst.build_program(), inst.build_hardware([], None)
-    b = lower_program(hw, program, SolveOptions().groups).bounds
-    return {
+    hb = hardware_bound(hw, program)
+    row = {
         "instance": inst.name,
-        "bandwidth_bound_cycles": b.bandwidth_cycles,
-        "bandwidth_refresh_bound_cycles": b.bandwidth_refresh_cycles,
-        "critical_path_cycles": b.critical_path_cycles,
-        "lower_bound_cycles": b.cycles,
+        "hardware_bound_cycles": hb.cycles,
+        "bound_terms": hb.as_dict(),
+        "binding_term": str(hb.binding),
+        "lower_bound_cycles": hb.cycles,
     }
+    if modes:  # lowering: as long as a compare's lower phase
+        row["mode_bound_cycles"] = lower_program(hw, program, SolveOptions().groups).bounds.mode_bound_cycles
+    return row
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("instances", nargs="+")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--modes", action="store_true", help="also the mode bound (lowers each instance)")
     a = ap.parse_args()
     rows = []
     for path in a.instances:
-        r = bound_row(path)
+        r = bound_row(path, a.modes)
         rows.append(r)
+        mode = f"; mode bound {r['mode_bound_cycles']:,}" if "mode_bound_cycles" in r else ""
+        terms = ", ".join(f"{k} {v:,}" for k, v in r["bound_terms"].items())
         print(
-            f"{r['instance']}: bound {r['lower_bound_cycles']:,} (bandwidth {r['bandwidth_bound_cycles']:,}, "
-            f"with refresh {r['bandwidth_refresh_bound_cycles']:,}; critical path {r['critical_path_cycles']:,})",
+            f"{r['instance']}: hardware bound {r['hardware_bound_cycles']:,} ({r['binding_term']}; {terms}){mode}",
             flush=True,
         )
         if a.json:

@@ -248,7 +248,7 @@ def compare(
             rep = rows[-1]
             console.print(
                 f"[dim]{rep['instance']} {m}: {rep['simulated_cycles']:,} cycles, {rep['status']}, "
-                f"solver-free bound {rep['lower_bound_cycles']:,}[/dim]"
+                f"hardware bound {rep['hardware_bound_cycles']:,} ({rep['binding_term']})[/dim]"
             )
             if json_path:  # partial results survive an interrupted comparison
                 _atomic_write(Path(json_path), json.dumps(rows, indent=2) + "\n")
@@ -260,6 +260,8 @@ def compare(
         "bound_cycles",
         "gap",
         "lower_bound_cycles",
+        "hardware_gap",
+        "binding_term",
         "simulated_cycles",
         "outputs_match",
         "utilization",
@@ -284,7 +286,7 @@ def compare(
 def _cell(v, col) -> str:
     if v is None:
         return "—"
-    if col == "gap":
+    if col in ("gap", "hardware_gap"):
         return f"{v * 100:.2f} %"
     if col == "utilization":
         return f"{v * 100:.1f} %"

@@ -207,6 +207,18 @@ class Status(StrEnum):
     HEURISTIC = "HEURISTIC"
 
 
+class ProofScope(StrEnum):
+    """What a proof of optimality covers. TASKS: the task-level model (each job's mode, the tasks'
+    order and start cycles on the channel groups and the host; the commands inside a task are the
+    emitter's, so a command-level reordering could still be faster). COMMANDS: every command's
+    issue cycle (no model proves that yet: issue 16). NONE: no proof (a heuristic, or a search
+    that stopped before it)."""
+
+    COMMANDS = "commands"
+    TASKS = "tasks"
+    NONE = "none"
+
+
 class SearchEnd(str, Enum):
     """What ended a CP-SAT search. `proof` and `work_budget` are reproducible (the same result on
     every run, whatever the machine's load); `wall_clock` is not."""

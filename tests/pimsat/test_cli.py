@@ -39,8 +39,14 @@ def test_solve_writes_outputs_and_simulate_reproduces(tmp_path):
         "violations",
         "solve_seconds",
         "utilization",
+        "hardware_bound_cycles",
+        "bound_terms",
+        "proof_scope",
     ):
         assert key in rep
+    assert rep["lower_bound_cycles"] == rep["hardware_bound_cycles"] == max(rep["bound_terms"].values())
+    assert rep["hardware_bound_cycles"] <= rep["simulated_cycles"]
+    assert rep["proof_scope"] == ("tasks" if rep["status"] == "OPTIMAL" else "none")
     assert rep["outputs_match"] is True and rep["violations"] == 0
     assert rep["simulated_cycles"] == rep["objective_cycles"]
     assert (out / "schedule.json").exists() and (out / "trace.json").exists()

@@ -6,7 +6,7 @@ import pytest
 
 import ir
 from hwmodel import load_hardware
-from solver.bounds import channel_work_after_offload, op_work, streaming_cycles, with_refresh
+from solver.hardware_bound import channel_work_after_offload, op_work, streaming_cycles, with_refresh
 
 
 def _gemv(batch: int):
@@ -87,4 +87,4 @@ def test_bound_uses_each_groups_own_channels_where_channels_differ():
     )
     r = run(inst, SolveOptions(method="cpsat", time_limit=5, workers=1))
     assert r.solution.status == "OPTIMAL"
-    assert r.bounds.critical_path_cycles <= r.sim.cycles == r.compiled.predicted_cycles
+    assert r.bounds.mode_bound_cycles <= r.sim.cycles == r.compiled.predicted_cycles

@@ -1,0 +1,291 @@
+"""The hardware bound: a lower bound on the makespan of a decode step from the hardware
+description and the op graph only, never from pimsat's emitter (issue 16).
+
+No program of the ISA (hwmodel/isa.yaml, 1.x) can be shorter, whatever its tiling, placement,
+grouping, dispatch or command order: every term is work a resource must do at the fastest rate
+the hardware model allows it, or a chain of such work the ISA orders. The space it bounds:
+every op on the host or in memory as the ISA allows (a gemv in memory, on the host or its rows
+split between both at any fraction; attention in memory, where the KV cache is); a HOP and an
+EPI compute a whole op, so an op's output is ready only when all of it is.
+
+Terms (`Term`), each in memory-clock cycles; the bound is the largest:
+
+- STREAMING: every burst of a resident operand (weights, KV cache) meets every input vector in
+  one MAC, the MACs of one channel at most one per `mac_interval` (tMAC, or more passes when a
+  burst holds more elements than the unit has lanes), spread perfectly over all units. With
+  one bank per unit a row change also idles the unit for tRTP + tRP + tRCDRD - mac_interval
+  (its last MAC -> PRE -> ACT -> first MAC; no other bank can hide it). A gemv may instead be
+  read over the link (one burst per tLINK per channel, per tCCD_S within one rank) and run on
+  the host's matrix unit, or any fraction of it may: the split is relaxed to a fractional
+  knapsack, and the host's budget for it is what its own ops leave (term HOST). Refresh takes
+  tRFC of every tREFI on every channel: T >= W + tRFC * floor(T / tREFI).
+- ROW_CYCLE: every row of a resident operand is opened at least once whichever unit or the link
+  reads it; the fullest bank holds at least ceil(bursts / banks) bursts, so at least
+  ceil(that / columns) rows, and one bank opens rows at most once per
+  max(tRC, tRAS + tRP, tRCDRD + tRTP + tRP) (ACT -> first column command -> PRE -> ACT).
+  With refresh as above.
+- HOST: the host runs one instruction at a time: every host-only op's work (elements read and
+  written / vector rate, as in hwmodel/host_costs), plus per PIM-capable op the least of its
+  epilogue (output elements / vector rate) and, for a gemv, its GEMM on the host's matrix unit,
+  plus one launch (dispatch_cycles; chained launches share it).
+- CRITICAL_PATH: the longest chain of the op graph (tensor producer -> consumer), each op at the
+  earliest its output can be ready once its inputs are: a host op after its work; an op in
+  memory after the sync from the host (when another op produced its vector), its MACs spread
+  over all units, the sync back and its epilogue; a gemv at the earliest of that, its GEMM on
+  the host (HOP) after its inputs and its weights' link reads (which start at cycle 0, before
+  the input may exist) and the best split of its rows between both (HMV and MACs from the same
+  input, then EPI: the crossing of the two parts' finish over the fraction f in memory); a KV
+  append at once. No dispatch on the path (a chained launch pays it earlier).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from math import ceil
+
+from hwmodel import Hardware
+from hwmodel.host_costs import epilogue_cycles, host_op_cycles
+from ir import OpKind, Program
+
+from .mvshape import mv_shape
+from .problem import Refresh
+
+
+class Term(StrEnum):
+    STREAMING = "streaming"
+    ROW_CYCLE = "row_cycle"
+    HOST = "host"
+    CRITICAL_PATH = "critical_path"
+
+
+@dataclass(frozen=True)
+class BoundTerm:
+    term: Term
+    cycles: int
+    detail: str  # the figures it was computed from, for the report
+
+
+@dataclass(frozen=True)
+class HardwareBound:
+    terms: tuple[BoundTerm, ...]
+
+    @property
+    def cycles(self) -> int:
+        return max(t.cycles for t in self.terms)
+
+    @property
+    def binding(self) -> Term:
+        """The term that sets the bound (the first of equals, in `Term` order)."""
+        return max(self.terms, key=lambda t: t.cycles).term
+
+    def as_dict(self) -> dict[str, int]:
+        return {str(t.term): t.cycles for t in self.terms}
+
+
+def row_switch_cycles(hw: Hardware) -> int:
+    """Extra cycles a unit with ONE bank loses at every DRAM row change: after its last MAC in a
+    row, PRE (tRTP), ACT (tRP) and the first MAC of the next row (tRCDRD) cannot overlap with
+    MACs (with two or more banks per unit the next row can be opened in the other bank)."""
+    t = hw.timing
+    return max(0, t.p("tRTP") + t.p("tRP") + t.p("tRCDRD") - hw.mac_interval)
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """Cycles one op costs: on every channel if it runs in memory (`pim`, row changes included),
+    or on every channel's link plus the host matrix unit if the host runs it (`link`, `host`;
+    `host` is None when the op has no host alternative)."""
+
+    pim: float
+    link: float
+    host: float | None
+
+
+def op_work(hw: Hardware, program: Program) -> list[OpWork]:
+    pus, chans = hw.total_pus, hw.organization.channels
+    switch = row_switch_cycles(hw) if hw.pim.banks_per_pu == 1 else 0
+    # reads to the host: one burst per tLINK on a channel, and per tCCD_S within one rank
+    read_spacing = max(hw.link_cycles, hw.timing.p("tCCD_S") if hw.organization.ranks == 1 else 0)
+    out = []
+    for i, op in enumerate(program.ops):
+        if not op.pim_capable:
+            continue
+        sh = mv_shape(program, op.name)
+        bursts = sh.matrices * sh.rows * ceil(sh.k / hw.elements_per_burst)
+        rows_per_unit = bursts / pus / hw.organization.columns
+        pim = bursts * sh.vectors / pus * hw.mac_interval + max(0.0, rows_per_unit - 1) * switch
+        if op.kind.value == "gemv":
+            out.append(OpWork(pim, bursts / chans * read_spacing, float(host_op_cycles(hw, program, i))))
+        else:
+            out.append(OpWork(pim, pim, None))
+    return out
+
+
+def channel_work_after_offload(work: list[OpWork], host_budget: float) -> float:
+    """Least channel work when ops (or fractions of them) move to the host within `host_budget`
+    host cycles: the fractional knapsack, best channel cycles saved per host cycle first."""
+    total = sum(w.pim for w in work)
+    movable = sorted(
+        (w for w in work if w.host is not None and w.link < w.pim),
+        key=lambda w: (w.pim - w.link) / max(w.host, 1e-9),
+        reverse=True,
+    )
+    for w in movable:
+        if host_budget <= 0:
+            break
+        share = min(1.0, host_budget / max(w.host, 1e-9))
+        total -= share * (w.pim - w.link)
+        host_budget -= share * w.host
+    return total
+
+
+def streaming_cycles(hw: Hardware, program: Program) -> tuple[int, int]:
+    """(channel work, makespan bound with refresh) at the best split of the GEMVs between the
+    units and an otherwise idle host (fractional, so a valid relaxation)."""
+    return streaming_bound(hw, op_work(hw, program), 0)
+
+
+def with_refresh(hw: Hardware, work: int) -> int:
+    t = hw.timing
+    return Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh).stretch(work)
+
+
+def _host_compute(hw: Hardware, program: Program, i: int) -> int:
+    """The host's busy cycles for op i without its launch (dispatch)."""
+    return host_op_cycles(hw, program, i) - hw.host.dispatch_cycles
+
+
+def _epilogue_compute(hw: Hardware, program: Program, i: int) -> int:
+    return epilogue_cycles(hw, program, i) - hw.host.dispatch_cycles
+
+
+def host_busy_cycles(hw: Hardware, program: Program) -> tuple[int, int, int]:
+    """(host-only ops' work + one launch, the epilogues of ops that only run in memory, the
+    least share of the gemvs: their epilogue or their GEMM)."""
+    own, fixed, share = hw.host.dispatch_cycles, 0, 0
+    for i, op in enumerate(program.ops):
+        if op.kind is OpKind.kv_append:
+            continue  # written into the banks by the channels
+        if not op.pim_capable:
+            own += _host_compute(hw, program, i)
+        elif op.kind is OpKind.gemv:
+            share += min(_epilogue_compute(hw, program, i), _host_compute(hw, program, i))
+        else:
+            fixed += _epilogue_compute(hw, program, i)
+    return own, fixed, share
+
+
+def streaming_bound(hw: Hardware, work: list[OpWork], host_busy: int) -> tuple[int, int]:
+    """(least channel work, makespan bound with refresh) when the host, busy `host_busy` cycles
+    with its own ops, takes over the best fractions of gemvs in what is left of T."""
+    lo, hi = host_busy, max(host_busy, with_refresh(hw, ceil(sum(w.pim for w in work))))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if with_refresh(hw, ceil(channel_work_after_offload(work, mid - host_busy) - 1e-6)) <= mid:
+            hi = mid
+        else:
+            lo = mid + 1
+    return ceil(channel_work_after_offload(work, lo - host_busy) - 1e-6), lo
+
+
+def row_period(hw: Hardware) -> int:
+    """Least cycles between two ACTs of one bank that serve a column command in between."""
+    t = hw.timing
+    return max(t.p("tRC"), t.p("tRAS") + t.p("tRP"), t.p("tRCDRD") + t.p("tRTP") + t.p("tRP"))
+
+
+def row_cycle_bound(hw: Hardware, program: Program) -> tuple[int, int]:
+    """(rows the fullest bank opens, cycles): (rows - 1) periods plus the first ACT -> column
+    command (tRCDRD), stretched by refresh."""
+    org = hw.organization
+    banks = org.channels * org.banks_per_channel
+    bursts = 0
+    for op in program.ops:
+        if op.pim_capable:
+            sh = mv_shape(program, op.name)
+            bursts += sh.matrices * sh.rows * ceil(sh.k / hw.elements_per_burst)
+    if bursts == 0:
+        return 0, 0
+    rows = ceil(ceil(bursts / banks) / org.columns)
+    return rows, with_refresh(hw, (rows - 1) * row_period(hw) + hw.timing.p("tRCDRD"))
+
+
+def _earliest_finish(hw: Hardware, program: Program, i: int, work: OpWork | None, start: int, fed: bool) -> int:
+    """Least cycle op i's output can be ready when its inputs are ready at `start` (`fed`: its
+    vector input is produced by another op, so a channel waits for the host's signal)."""
+    op = program.ops[i]
+    if op.kind is OpKind.kv_append:
+        return start
+    if not op.pim_capable:
+        return start + _host_compute(hw, program, i)
+    sync = hw.host.sync_cycles
+    lead = sync if fed else 0  # the vector reaches the channels; the result comes back: + sync
+    macs, epi = work.pim, _epilogue_compute(hw, program, i)  # MACs over all units, row changes included
+    in_memory = start + lead + ceil(macs) + sync + epi
+    if op.kind is not OpKind.gemv:
+        return in_memory
+    gemm = _host_compute(hw, program, i)
+    on_host = max(start, ceil(work.link)) + gemm  # the weights over the link (from cycle 0), then HOP
+
+    def pim_part(f: float) -> float:  # rows [0, f) in memory, the rest on the host (HMV), then EPI
+        return start + lead + f * macs + sync
+
+    def host_part(f: float) -> float:
+        return max(start, (1 - f) * work.link) + (1 - f) * gemm
+
+    lo, hi = 0.0, 1.0  # pim_part rises with f, host_part falls: bracket their crossing
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if pim_part(mid) < host_part(mid) else (lo, mid)
+    split = ceil(max(pim_part(lo), host_part(hi)) - 1e-6) + epi  # at most the crossing's value
+    return min(in_memory, on_host, split)
+
+
+def critical_path_bound(hw: Hardware, program: Program, work: list[OpWork]) -> tuple[int, int]:
+    """(ops on the longest chain, its cycles)."""
+    pim_work = iter(work)
+    per_op = [next(pim_work) if op.pim_capable else None for op in program.ops]
+    producer = {t: i for i, op in enumerate(program.ops) for t in op.outputs}
+    finish, length = [0] * len(program.ops), [0] * len(program.ops)
+    for i, op in enumerate(program.ops):  # topological order
+        preds = [producer[t] for t in op.inputs if t in producer]
+        start = max((finish[p] for p in preds), default=0)
+        fed = op.pim_capable and op.inputs[0] in producer
+        finish[i] = _earliest_finish(hw, program, i, per_op[i], start, fed)
+        length[i] = 1 + max((length[p] for p in preds if finish[p] == start), default=0)
+    if not finish:
+        return 0, 0
+    last = max(range(len(finish)), key=lambda i: finish[i])
+    return length[last], finish[last]
+
+
+def hardware_bound(hw: Hardware, program: Program) -> HardwareBound:
+    work = op_work(hw, program)
+    own, fixed, share = host_busy_cycles(hw, program)
+    channel, streaming = streaming_bound(hw, work, own + fixed)
+    rows, row_cycle = row_cycle_bound(hw, program)
+    ops, path = critical_path_bound(hw, program, work)
+    t = hw.timing
+    return HardwareBound(
+        (
+            BoundTerm(
+                Term.STREAMING,
+                streaming,
+                f"{channel:,} cycles of MACs (and row changes) per channel after the best host offload; "
+                f"refresh tRFC {t.p('tRFC')} every tREFI {t.p('tREFI')}",
+            ),
+            BoundTerm(
+                Term.ROW_CYCLE,
+                row_cycle,
+                f"{rows:,} rows in the fullest bank, one per {row_period(hw)} cycles (tRC / tRAS+tRP / tRCD+tRTP+tRP)",
+            ),
+            BoundTerm(
+                Term.HOST,
+                own + fixed + share,
+                f"{own:,} cycles of host-only ops and one launch + {fixed:,} of attention epilogues"
+                f" + {share:,} of gemv epilogues or host GEMMs",
+            ),
+            BoundTerm(Term.CRITICAL_PATH, path, f"{ops} ops on the longest chain, each at its least latency"),
+        )
+    )

@@ -1,0 +1,115 @@
+"""The hardware bound (solver/hardware_bound.py): each term by hand, each term binding on a case
+made for it and not beaten there by any method's simulated program, and, over random kernels x
+presets x timing and host overrides, never above a program pimsat emits."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ir
+from hwmodel import load_hardware
+from pimsat.instance import Instance
+from pimsat.pipeline import SolveOptions, run
+from solver.hardware_bound import Term, hardware_bound, row_period
+
+
+def test_terms_by_hand_gemv_64x128_fpga():
+    hw = load_hardware("fpga-proto")
+    hb = hardware_bound(hw, ir.gemv_program(64, 128))
+    # 64 rows x 128 / 16 elements per burst = 512 bursts over 4 units, one MAC per tMAC 4
+    # (16 lanes: one pass); the host GEMM (128 + dispatch 20) over a link as slow (512) saves nothing
+    assert hb.as_dict()[Term.STREAMING] == 512
+    # 512 bursts / 8 banks = 64 = 8 rows of 8 columns; a bank opens one per max(tRC 48,
+    # tRAS 34 + tRP 14, tRCDRD 14 + tRTP 5 + tRP 14): 7 x 48 + the last row's tRCDRD 14
+    assert row_period(hw) == 48
+    assert hb.as_dict()[Term.ROW_CYCLE] == 7 * 48 + 14
+    # one launch (20) + the epilogue (64 outputs / 16 per cycle), cheaper than the host GEMM (128)
+    assert hb.as_dict()[Term.HOST] == 20 + 4
+    # in memory: 512 MACs + sync 5 + epilogue 4 = 521; on the host: link 512 then GEMM 128 = 640;
+    # split at f = 635/1152: f x 512 + 5 = (1 - f) x 640 = 287.2 -> 288, then the epilogue 4
+    assert hb.as_dict()[Term.CRITICAL_PATH] == 292
+    assert hb.cycles == 512 and hb.binding is Term.STREAMING
+
+
+def test_a_fed_op_in_memory_waits_for_the_sync_both_ways():
+    hw = load_hardware("fpga-proto", ["host.sync_cycles=100"])
+    # attention: q is a program input (no sync in), the context op's probabilities come from the
+    # host softmax (sync in); every result comes back through a sync
+    prog = ir.attention_program(heads=2, kv_heads=2, head_dim=16, context=31)
+    low = hardware_bound(load_hardware("fpga-proto"), prog).as_dict()[Term.CRITICAL_PATH]
+    high = hardware_bound(hw, prog).as_dict()[Term.CRITICAL_PATH]
+    assert high - low == 3 * (100 - 5)
+
+
+CASES = {
+    Term.STREAMING: ({"kind": "gemv", "n": 64, "k": 128}, "fpga-proto", []),
+    Term.ROW_CYCLE: ({"kind": "gemv", "n": 64, "k": 128}, "fpga-proto", ["timing.params.tRC=200"]),
+    Term.HOST: ({"kind": "gemv", "n": 16, "k": 16, "batch": 2}, "fpga-proto", ["host.dispatch_cycles=900"]),
+    Term.CRITICAL_PATH: (
+        {"kind": "attention", "heads": 2, "kv_heads": 2, "head_dim": 16, "context": 31},
+        "fpga-proto",
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("term", list(CASES), ids=str)
+def test_each_term_binds_somewhere_and_no_program_beats_it(term):
+    program, preset, sets = CASES[term]
+    inst = Instance(name=f"bind-{term}", program=program, hardware={"preset": preset, "set": sets})
+    hb = hardware_bound(inst.build_hardware(), inst.build_program())
+    assert hb.binding is term, hb.as_dict()
+    for method in ("naive", "greedy", "cpsat"):
+        r = run(inst, SolveOptions(method=method, time_limit=5.0, workers=1, functional=False))
+        assert r.bounds.hardware == hb
+        assert hb.cycles <= r.sim.cycles == r.compiled.predicted_cycles, (method, hb.as_dict(), r.sim.cycles)
+
+
+PRESETS = st.sampled_from(
+    [
+        ("fpga-proto", []),
+        ("hbm2-pim", ["organization.channels=2", "organization.rows=256"]),
+        ("gddr6-aim", ["organization.channels=2", "organization.rows=64"]),
+        ("hbm3-pim", ["organization.channels=2", "organization.rows=64"]),
+    ]
+)
+OVERRIDES = st.lists(
+    st.sampled_from(
+        [
+            "timing.params.tRC=120",
+            "timing.params.tRCDRD=30",
+            "timing.params.tRP=40",
+            "timing.params.tREFI=1200",
+            "host.sync_cycles=60",
+            "host.dispatch_cycles=0",
+            "host.matrix_macs_per_cycle=4096",
+            "host.vector_elements_per_cycle=1",
+        ]
+    ),
+    max_size=3,
+    unique=True,
+)
+
+
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["gemv", "attention"]),
+    n=st.integers(1, 96),
+    k=st.integers(1, 160),
+    batch=st.integers(1, 3),
+    context=st.integers(0, 40),
+    preset=PRESETS,
+    overrides=OVERRIDES,
+    method=st.sampled_from(["naive", "greedy", "cpsat"]),
+)
+def test_the_hardware_bound_is_below_every_emitted_program(kind, n, k, batch, context, preset, overrides, method):
+    name, sets = preset
+    if kind == "gemv":
+        program = {"kind": "gemv", "n": n, "k": k, "batch": batch}
+    else:
+        program = {"kind": "attention", "heads": 2, "kv_heads": 1 + n % 2, "head_dim": 16, "context": context}
+    inst = Instance(name="prop-hw-bound", program=program, hardware={"preset": name, "set": sets + overrides})
+    r = run(inst, SolveOptions(method=method, time_limit=3.0, workers=1, groups=2, functional=False))
+    assert r.bounds.hardware.cycles <= r.sim.cycles, (r.bounds.hardware.as_dict(), r.sim.cycles)
