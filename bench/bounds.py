@@ -1,10 +1,12 @@
 """The solver-free lower bound of instances without solving them (lowering only).
 
-    .venv/bin/python bench/bounds.py INSTANCE... [--json OUT.json] [--modes]
+    .venv/bin/python bench/bounds.py INSTANCE... [--json OUT.json] [--modes] [--reports COMPARE.json...]
 
 Prints per instance the hardware bound and its terms (solver/hardware_bound.py: no lowering, so
 it takes a second even for a whole model), the `lower_bound_cycles` a `pimsat compare` report
-carries; with --modes also the mode bound (critical path over the lowered modes).
+carries; with --modes also the mode bound (critical path over the lowered modes). With --reports
+(`pimsat compare --json` files, of any commit) it checks the bound against every program in them
+and exits 1 if one is faster than the bound.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def main() -> None:
     ap.add_argument("instances", nargs="+")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--modes", action="store_true", help="also the mode bound (lowers each instance)")
+    ap.add_argument("--reports", nargs="+", type=Path, default=[], help="compare --json files to check")
     a = ap.parse_args()
     rows = []
     for path in a.instances:
@@ -52,6 +55,17 @@ def main() -> None:
         )
         if a.json:
             a.json.write_text(json.dumps(rows, indent=1))
+    if a.reports:
+        bound = {r["instance"]: r["hardware_bound_cycles"] for r in rows}
+        programs = [p for f in a.reports for p in json.loads(f.read_text()) if p["instance"] in bound]
+        below = [p for p in programs if p["simulated_cycles"] < bound[p["instance"]]]
+        for p in below:
+            print(
+                f"BELOW THE BOUND: {p['instance']} {p['method']} {p['simulated_cycles']:,} < {bound[p['instance']]:,}"
+            )
+        n = len({p["instance"] for p in programs})
+        print(f"{len(programs)} programs of {n} instances: {len(below)} below the bound")
+        raise SystemExit(1 if below else 0)
 
 
 if __name__ == "__main__":

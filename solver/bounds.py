@@ -30,7 +30,7 @@ class Bounds:
     def cycles(self) -> int:
         """The best solver-free bound: the hardware bound, or the mode bound, which holds for the
         programs pimsat's lowering can express (every one it emits)."""
-        return max(self.bandwidth_refresh_cycles, self.mode_bound_cycles, self.hardware.cycles)
+        return max(self.mode_bound_cycles, self.hardware.cycles)  # hardware >= bandwidth_refresh
 
 
 def critical_path(problem: SchedulingProblem, *others: SchedulingProblem) -> int:

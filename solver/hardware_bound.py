@@ -36,6 +36,13 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
   the input may exist) and the best split of its rows between both (HMV and MACs from the same
   input, then EPI: the crossing of the two parts' finish over the fraction f in memory); a KV
   append at once. No dispatch on the path (a chained launch pays it earlier).
+
+What backs it: the derivation above for programs pimsat cannot emit; for those it can, the
+tests (tests/solver/test_hardware_bound.py: never above a simulated program, over random
+kernels x presets x timing and host overrides, every method). The row rules it assumes (ACT ->
+ACT tRC, ACT -> PRE tRAS, PRE -> ACT tRP, ACT -> column tRCD, column -> PRE tRTP, per bank) are
+rows of the standards' lists in hwmodel/standards (sim/stdcheck.py); the values are the
+preset's, as the simulator uses them.
 """
 
 from __future__ import annotations
@@ -63,7 +70,6 @@ class Term(StrEnum):
 class BoundTerm:
     term: Term
     cycles: int
-    detail: str  # the figures it was computed from, for the report
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,13 @@ class OpWork:
     host: float | None
 
 
+def resident_bursts(hw: Hardware, program: Program, op_name: str) -> int:
+    """Bursts of op `op_name`'s resident operand: each matrix row in whole bursts (a burst's
+    lanes hold one row's elements)."""
+    sh = mv_shape(program, op_name)
+    return sh.matrices * sh.rows * ceil(sh.k / hw.elements_per_burst)
+
+
 def op_work(hw: Hardware, program: Program) -> list[OpWork]:
     pus, chans = hw.total_pus, hw.organization.channels
     switch = row_switch_cycles(hw) if hw.pim.banks_per_pu == 1 else 0
@@ -111,10 +124,9 @@ def op_work(hw: Hardware, program: Program) -> list[OpWork]:
     for i, op in enumerate(program.ops):
         if not op.pim_capable:
             continue
-        sh = mv_shape(program, op.name)
-        bursts = sh.matrices * sh.rows * ceil(sh.k / hw.elements_per_burst)
+        bursts = resident_bursts(hw, program, op.name)
         rows_per_unit = bursts / pus / hw.organization.columns
-        pim = bursts * sh.vectors / pus * hw.mac_interval + max(0.0, rows_per_unit - 1) * switch
+        pim = bursts * mv_shape(program, op.name).vectors / pus * hw.mac_interval + max(0.0, rows_per_unit - 1) * switch
         if op.kind.value == "gemv":
             out.append(OpWork(pim, bursts / chans * read_spacing, float(host_op_cycles(hw, program, i))))
         else:
@@ -195,20 +207,15 @@ def row_period(hw: Hardware) -> int:
     return max(t.p("tRC"), t.p("tRAS") + t.p("tRP"), t.p("tRCDRD") + t.p("tRTP") + t.p("tRP"))
 
 
-def row_cycle_bound(hw: Hardware, program: Program) -> tuple[int, int]:
-    """(rows the fullest bank opens, cycles): (rows - 1) periods plus the first ACT -> column
-    command (tRCDRD), stretched by refresh."""
+def row_cycle_bound(hw: Hardware, program: Program) -> int:
+    """The rows the fullest bank opens: (rows - 1) periods plus the first ACT -> column command
+    (tRCDRD), stretched by refresh."""
     org = hw.organization
-    banks = org.channels * org.banks_per_channel
-    bursts = 0
-    for op in program.ops:
-        if op.pim_capable:
-            sh = mv_shape(program, op.name)
-            bursts += sh.matrices * sh.rows * ceil(sh.k / hw.elements_per_burst)
+    bursts = sum(resident_bursts(hw, program, op.name) for op in program.ops if op.pim_capable)
     if bursts == 0:
-        return 0, 0
-    rows = ceil(ceil(bursts / banks) / org.columns)
-    return rows, with_refresh(hw, (rows - 1) * row_period(hw) + hw.timing.p("tRCDRD"))
+        return 0
+    rows = ceil(ceil(bursts / (org.channels * org.banks_per_channel)) / org.columns)
+    return with_refresh(hw, (rows - 1) * row_period(hw) + hw.timing.p("tRCDRD"))
 
 
 def _earliest_finish(hw: Hardware, program: Program, i: int, work: OpWork | None, start: int, fed: bool) -> int:
@@ -242,50 +249,29 @@ def _earliest_finish(hw: Hardware, program: Program, i: int, work: OpWork | None
     return min(in_memory, on_host, split)
 
 
-def critical_path_bound(hw: Hardware, program: Program, work: list[OpWork]) -> tuple[int, int]:
-    """(ops on the longest chain, its cycles)."""
+def critical_path_bound(hw: Hardware, program: Program, work: list[OpWork]) -> int:
+    """The longest chain's cycles."""
     pim_work = iter(work)
     per_op = [next(pim_work) if op.pim_capable else None for op in program.ops]
     producer = {t: i for i, op in enumerate(program.ops) for t in op.outputs}
-    finish, length = [0] * len(program.ops), [0] * len(program.ops)
+    finish = [0] * len(program.ops)
     for i, op in enumerate(program.ops):  # topological order
         preds = [producer[t] for t in op.inputs if t in producer]
         start = max((finish[p] for p in preds), default=0)
         fed = op.pim_capable and op.inputs[0] in producer
         finish[i] = _earliest_finish(hw, program, i, per_op[i], start, fed)
-        length[i] = 1 + max((length[p] for p in preds if finish[p] == start), default=0)
-    if not finish:
-        return 0, 0
-    last = max(range(len(finish)), key=lambda i: finish[i])
-    return length[last], finish[last]
+    return max(finish, default=0)
 
 
 def hardware_bound(hw: Hardware, program: Program) -> HardwareBound:
     work = op_work(hw, program)
     own, fixed, share = host_busy_cycles(hw, program)
-    channel, streaming = streaming_bound(hw, work, own + fixed)
-    rows, row_cycle = row_cycle_bound(hw, program)
-    ops, path = critical_path_bound(hw, program, work)
-    t = hw.timing
+    _channel, streaming = streaming_bound(hw, work, own + fixed)
     return HardwareBound(
         (
-            BoundTerm(
-                Term.STREAMING,
-                streaming,
-                f"{channel:,} cycles of MACs (and row changes) per channel after the best host offload; "
-                f"refresh tRFC {t.p('tRFC')} every tREFI {t.p('tREFI')}",
-            ),
-            BoundTerm(
-                Term.ROW_CYCLE,
-                row_cycle,
-                f"{rows:,} rows in the fullest bank, one per {row_period(hw)} cycles (tRC / tRAS+tRP / tRCD+tRTP+tRP)",
-            ),
-            BoundTerm(
-                Term.HOST,
-                own + fixed + share,
-                f"{own:,} cycles of host-only ops and one launch + {fixed:,} of attention epilogues"
-                f" + {share:,} of gemv epilogues or host GEMMs",
-            ),
-            BoundTerm(Term.CRITICAL_PATH, path, f"{ops} ops on the longest chain, each at its least latency"),
+            BoundTerm(Term.STREAMING, streaming),
+            BoundTerm(Term.ROW_CYCLE, row_cycle_bound(hw, program)),
+            BoundTerm(Term.HOST, own + fixed + share),
+            BoundTerm(Term.CRITICAL_PATH, critical_path_bound(hw, program, work)),
         )
     )
