@@ -1,0 +1,137 @@
+"""Bring-up commands (issue 17): export-fpga, check-bundle, rtl-run; `schema bundle`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from . import cli_info  # noqa: F401  (its `schema` command is extended below)
+from .cli_base import CompilerError, UserError, console, guard, main
+from .options import nonempty
+
+
+def _bundle_errors(fn):
+    """guard, plus the bring-up errors: a bad bundle or target is the user's (exit 2), golden
+    results that disagree with the simulator are pimsat's (exit 3)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from .bringup.bundle import BundleError
+        from .bringup.golden import GoldenMismatch
+        from .bringup.rtl import RtlError
+
+        try:
+            return fn(*args, **kwargs)
+        except (BundleError, RtlError) as e:
+            raise UserError(str(e)) from None
+        except GoldenMismatch as e:
+            raise CompilerError(str(e)) from None
+
+    return guard(wrapper)
+
+
+def _from_solve_folder(folder: Path):
+    """A `pimsat solve --out` folder (or its streams/ folder) -> bringup.bundle.Compiled."""
+    from hwmodel.streams_io import MANIFEST, read_streams
+
+    from .bringup.bundle import BundleError, Compiled
+    from .stream_inputs import manifest_inputs
+
+    d = folder / "streams" if (folder / "streams" / MANIFEST).is_file() else folder
+    if not (d / MANIFEST).is_file():
+        raise BundleError(
+            f"{folder}: neither an instance file nor a `pimsat solve --out` folder (no streams/{MANIFEST})"
+        )
+    streams, manifest = read_streams(d)
+    hw, program, seed = manifest_inputs(d, manifest, None, [])
+    if program is None:
+        raise BundleError(f"{d / MANIFEST}: program: not recorded; export the instance instead")
+    compiled = manifest.get("compiled")
+    method = compiled.get("method") if isinstance(compiled, dict) else None
+    instance = manifest.get("instance") if isinstance(manifest.get("instance"), dict) else {}
+    return Compiled(hw, program, streams, seed, instance, method)
+
+
+def _from_instance(path: str, method: str, time_limit: float):
+    from solver.problem import Method
+
+    from .bringup.bundle import Compiled
+    from .bringup.fit import check_fits
+    from .instance import load_instance
+    from .pipeline import SolveOptions, run
+
+    inst = load_instance(path)
+    check_fits(inst.build_hardware([], None), path)  # refused before the solve, not after
+    r = run(inst, SolveOptions(method=Method(method), time_limit=time_limit, functional=True, record=True))
+    return Compiled(r.hardware, r.program, r.compiled.streams, inst.seed, inst.model_dump(), str(r.solution.method))
+
+
+@main.command("export-fpga")
+@click.argument("source", type=click.Path())
+@click.option("--out", "out", type=click.Path(), required=True, callback=nonempty, help="The bundle folder to write.")
+@click.option("--method", type=click.Choice(["naive", "greedy", "cpsat"]), default="cpsat", show_default=True)
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver wall-clock guard (s).")
+@_bundle_errors
+def export_fpga(source, out, method, time_limit) -> None:
+    """Write an FPGA bring-up bundle for SOURCE (an instance file, or a `pimsat solve --out` folder):
+    memory and instruction images, golden results, manifest.json."""
+    from hwmodel.atomic import output_lock
+
+    from .bringup.bundle import export
+
+    click.get_current_context().with_resource(output_lock(out))
+    src = Path(source)
+    compiled = _from_solve_folder(src) if src.is_dir() else _from_instance(source, method, time_limit)
+    m = export(compiled, Path(out), source)
+    console.print(
+        f"wrote {out}: {len(m.channels)} channel(s), {m.golden.cycles:,} cycles, "
+        f"{sum(c.rdacc_values for c in m.channels):,} RDACC values, {len(m.files)} files"
+    )
+
+
+@main.command("check-bundle")
+@click.argument("bundle", type=click.Path())
+@_bundle_errors
+def check_bundle(bundle) -> None:
+    """Check a bring-up bundle: manifest schema, and the size and sha256 of every file."""
+    from .bringup.bundle import check_bundle as check
+
+    m = check(Path(bundle))
+    console.print(f"{bundle}: ok ({len(m.files)} files, {len(m.channels)} channel(s), ISA {m.isa_version})")
+
+
+@main.command("rtl-run")
+@click.argument("bundle", type=click.Path())
+@click.option(
+    "--out", "out", type=click.Path(), default=None, callback=nonempty, help="Keep the RTL's result files here."
+)
+@_bundle_errors
+def rtl_run(bundle, out) -> None:
+    """Run every channel of BUNDLE in the RTL model under Icarus Verilog; compare with golden/."""
+    from .bringup.bundle import check_bundle as check
+    from .bringup.rtl import run_bundle
+
+    m = check(Path(bundle))
+    for r in run_bundle(Path(bundle), m, Path(out) if out else None):
+        console.print(f"{r.stem}: {r.summary()}")
+        if not r.ok:
+            raise UserError(f"{bundle}: channel {r.stem}: RTL results differ from golden/: {r.first_difference}")
+
+
+# `pimsat schema` gains `bundle`; instance and hardware stay with the command cli_info defines
+_schema = main.commands["schema"]
+
+
+@main.command("schema")
+@click.argument("what", type=click.Choice(["instance", "hardware", "bundle"]), default="instance")
+@click.pass_context
+def schema(ctx, what) -> None:
+    """Print the JSON Schema of instance or hardware files, or of a bring-up bundle's manifest."""
+    if what != "bundle":
+        return ctx.invoke(_schema, what=what)
+    from .bringup.manifest import BundleManifest
+
+    click.echo(json.dumps(BundleManifest.model_json_schema(), indent=2))
