@@ -1,0 +1,137 @@
+"""Regenerate the torch.export fixtures of tests/frontend/fixtures (needs torch and transformers;
+neither is a dependency of pimsat). Run it in a separate environment, e.g.
+
+    python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 transformers
+    /tmp/torchenv/bin/python tools/make_pt2_fixtures.py
+
+Each fixture is one decode step of a tiny random Hugging Face model (fp16), exported with
+``torch.export.export`` and saved with ``torch.export.save``:
+
+* ``<name>.pt2``  the archive, with every node's ``stack_trace`` metadata removed (it holds the
+  exporting machine's paths); the rest is what torch wrote;
+* ``<name>.npz``  the step's inputs by the exported graph's input names (``input_ids``,
+  ``position_ids``, ``past_0``, ``past_1``, ...: layer i's keys are ``past_<2i>``, its values
+  ``past_<2i+1>``) and PyTorch's own outputs, ``out_0`` (logits), ``out_<2i+1>`` and
+  ``out_<2i+2>`` (layer i's keys and values after the append), computed by the saved archive
+  loaded back.
+
+The graph's inputs are token ids [1, 1], position ids [1, 1] and the past keys and values of every
+layer [1, kv_heads, past, head_dim]; its outputs the logits [1, 1, vocab] and every layer's
+keys and values after the step's append [1, kv_heads, past + 1, head_dim].
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+OUT = Path(__file__).resolve().parent.parent / "tests" / "frontend" / "fixtures"
+PAST = 5  # tokens already in the cache: the step writes position PAST
+
+
+class DecodeStep(torch.nn.Module):
+    """One decode step with the cache as plain tensors (a DynamicCache built from them)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+        self.layers = model.config.num_hidden_layers
+
+    def forward(self, input_ids, position_ids, *past):
+        cache = DynamicCache(config=self.model.config)
+        for i in range(self.layers):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        out = self.model(input_ids=input_ids, position_ids=position_ids, past_key_values=cache, use_cache=True)
+        new = []
+        for layer in out.past_key_values.layers:
+            new += [layer.keys, layer.values]
+        return (out.logits, *new)
+
+
+def _llama() -> torch.nn.Module:
+    cfg = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_hidden_layers=2,
+        vocab_size=256,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-5,
+        rope_theta=500000.0,
+        initializer_range=0.1,
+        attn_implementation="sdpa",
+    )
+    return LlamaForCausalLM(cfg)
+
+
+def _gpt2() -> torch.nn.Module:
+    cfg = GPT2Config(
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        vocab_size=256,
+        n_positions=64,
+        activation_function="gelu_new",
+        bos_token_id=0,
+        eos_token_id=0,
+        initializer_range=0.1,
+        attn_implementation="sdpa",
+    )
+    return GPT2LMHeadModel(cfg)
+
+
+MODELS = {"tiny-llama-gqa": _llama, "tiny-gpt2": _gpt2}
+
+
+def _strip(path: Path) -> None:
+    """Remove every node's stack_trace (absolute paths of this machine) from models/*.json."""
+    with zipfile.ZipFile(path) as z:
+        entries = [(i, z.read(i.filename)) for i in z.infolist()]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for info, data in entries:
+            if "/models/" in info.filename and info.filename.endswith(".json"):
+                doc = json.loads(data)
+                for node in doc["graph_module"]["graph"]["nodes"]:
+                    node.get("metadata", {}).pop("stack_trace", None)
+                data = json.dumps(doc).encode()
+            z.writestr(info, data)
+    path.write_bytes(buf.getvalue())
+
+
+def make(name: str, seed: int = 0) -> None:
+    torch.manual_seed(seed)
+    model = MODELS[name]().to(torch.float16).eval()
+    cfg = model.config
+    kvh = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    step = DecodeStep(model)
+    past = [torch.randn(1, kvh, PAST, hd, dtype=torch.float16) for _ in range(2 * cfg.num_hidden_layers)]
+    args = (torch.tensor([[7]]), torch.tensor([[PAST]]), *past)
+    with torch.no_grad():
+        ep = torch.export.export(step, args)
+    path = OUT / f"{name}.pt2"
+    torch.export.save(ep, path)
+    _strip(path)
+    loaded = torch.export.load(path)  # the stripped archive is still a valid one
+    with torch.no_grad():
+        outs = loaded.module()(*args)
+    arrays = {n: a.numpy() for n, a in zip(ep.graph_signature.user_inputs, args)}
+    arrays |= {f"out_{i}": o.detach().numpy() for i, o in enumerate(outs)}
+    np.savez(OUT / f"{name}.npz", **arrays)
+    print(f"{path.name}: {path.stat().st_size:,} bytes; {len(ep.graph.nodes)} nodes")
+
+
+if __name__ == "__main__":
+    OUT.mkdir(parents=True, exist_ok=True)
+    for n in sys.argv[1:] or MODELS:
+        make(n)
