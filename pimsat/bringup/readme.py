@@ -7,7 +7,7 @@ from typing import Any
 
 def iverilog_command(params: dict[str, int]) -> str:
     flags = " ".join(f"-Ptb_channel.{k}={v}" for k, v in params.items())
-    return f"iverilog -g2012 -o tb.vvp {flags} rtl/fp.v rtl/pim_channel.v rtl/tb_channel.v"
+    return f"iverilog -g2012 -I rtl -o tb.vvp {flags} rtl/pim_channel.v rtl/tb_channel.v"
 
 
 def readme_text(meta: dict[str, Any]) -> str:

@@ -14,7 +14,8 @@ from .manifest import BundleManifest
 from .readme import iverilog_command
 
 RTL_DIR = Path(__file__).resolve().parent.parent.parent / "rtl"
-SOURCES = ("fp.v", "pim_channel.v", "tb_channel.v")
+SOURCES = ("pim_channel.v", "tb_channel.v")
+INCLUDES = ("fp.vh", "isa_fields.vh", "pim_decode.vh", "pim_issue.vh")
 INSTALL_HINT = "apt-get install -y iverilog (make test installs it when it can)"
 
 
@@ -63,14 +64,14 @@ def build(params: dict[str, int]) -> Path:
     """The compiled testbench for these parameters (cached per process by sources and parameters)."""
     iverilog, _ = tools()
     h = hashlib.sha256(repr(sorted(params.items())).encode())
-    for s in SOURCES:
+    for s in (*SOURCES, *INCLUDES):
         h.update((RTL_DIR / s).read_bytes())
     key = h.hexdigest()[:16]
     if key not in _BUILT or not _BUILT[key].is_file():
         out = Path(tempfile.mkdtemp(prefix="pimsat-rtl-")) / "tb.vvp"
         cmd = [iverilog, *iverilog_command(params).split()[1:]]
         cmd[cmd.index("-o") + 1] = str(out)
-        cmd = [c if not c.startswith("rtl/") else str(RTL_DIR / c[4:]) for c in cmd]
+        cmd = [str(RTL_DIR / c[4:]) if c.startswith("rtl/") else str(RTL_DIR) if c == "rtl" else c for c in cmd]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise RtlError(f"iverilog failed on rtl/: {(p.stderr or p.stdout).strip().splitlines()[0]}")
