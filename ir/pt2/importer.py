@@ -101,9 +101,17 @@ class Imported:
             state[root] = round_to(t.dtype, arr)
         return inputs, state
 
-    def torch_outputs(self, values: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """The graph's user outputs (in torch shapes) from the program's tensor values."""
-        return [np.asarray(values[n]).reshape(shape) for n, shape in self.outputs]
+    def torch_outputs(self, values, banks=None) -> list[np.ndarray]:
+        """The graph's user outputs (in torch shapes) from the program's tensor values (the
+        reference interpreter's), or from a simulation's outputs and ``banks`` (its resident
+        tensors: the KV caches after the append live there, not on the host)."""
+        out = []
+        for n, shape in self.outputs:
+            if banks is not None and self.program.tensors[n].role is Role.kv_cache:
+                out.append(np.asarray(banks[self.program.storage(n)]).reshape(shape))
+            else:
+                out.append(np.asarray(values[n]).reshape(shape))
+        return out
 
 
 def import_pt2(path: str | Path, position: int | None = None, name: str | None = None) -> Imported:
@@ -126,7 +134,7 @@ class _Importer:
         self.inputs: dict[str, str] = {}
         self.caches: dict[str, str] = {}
         self.fixed: dict[str, int] = {}
-        self.memo: dict[int, str] = {}
+        self.memo: dict[int, tuple[Act, str]] = {}
         self.notes: list[str] = []
         self.position = position if position is not None else self._past_length()
         self.node: Node | None = None
@@ -228,12 +236,13 @@ class _Importer:
         """The pimsat tensor [B, N] holding activation ``v`` (its torch shape's first axis is B)."""
         if not isinstance(v, Act):
             raise self.refuse(f"{what}: expected an activation, got {type(v).__name__}")
-        if id(v) in self.memo:
-            return self.memo[id(v)]
+        hit = self.memo.get(id(v))
+        if hit is not None and hit[0] is v:  # the value itself is kept: its id is not reused
+            return hit[1]
         b = v.shape[0] if v.shape else 1
         n = int(np.prod(v.shape)) // max(b, 1)
         name = self._plain(v, b, n) if v.plain else self._rope(v, b, n, what)
-        self.memo[id(v)] = name
+        self.memo[id(v)] = (v, name)
         return name
 
     def _plain(self, v: Act, b: int, n: int) -> str:
@@ -366,12 +375,14 @@ class _Importer:
             "source": "pt2",
             "position": self.position,
             "context": self.position,
-            "batch": next(iter(tensors[o].shape[0] for o in out_names)),
+            "batch": tensors[out_names[0]].shape[0],
             "dtype": (dts.pop() if len(dts) == 1 else DType.fp16).value,
             "fixed_inputs": {k: v for k, v in self.fixed.items() if k in ins},
             "pt2_outputs": [n for n in self.g.user_outputs],
         }
-        prog = Program(name=self.name, tensors=tensors, ops=self.ops, inputs=ins, outputs=out_names, meta=meta)
+        # the caches after the append are the program's state updates, not host outputs
+        host_out = [n for n in out_names if tensors[n].role is Role.activation]
+        prog = Program(name=self.name, tensors=tensors, ops=self.ops, inputs=ins, outputs=host_out, meta=meta)
         weights = {k: v for k, v in self.weights.items() if k in tensors}
         return Imported(
             prog, weights, {k: v for k, v in self.caches.items() if k in tensors},
