@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from . import cli_bringup, cli_info, cli_run  # noqa: F401  (register their commands)
+from . import cli_bringup, cli_import, cli_info, cli_run  # noqa: F401  (register their commands)
 from .cli_base import DEFAULT_INSTANCE, CompilerError, UserError, console, guard, main  # noqa: F401
 
 if __name__ == "__main__":
