@@ -89,6 +89,48 @@ def _instruction(mnemonic: str) -> list[str]:
     ]
 
 
+# The arithmetic of MAC and its read-out, bit for bit: hwmodel/numerics.py is the executable
+# definition (the simulator's and the bit-true model's), rtl/fp.vh the RTL's; tests/bringup
+# checks the two against each other.
+NUMERICS = [
+    "## MAC numerics",
+    "",
+    "What a PIM unit computes, to the last bit. Executable definitions: `hwmodel/numerics.py` "
+    "(simulator and bit-true model) and `rtl/fp.vh` (the RTL model of the FPGA prototype); "
+    "`tests/bringup` checks them against each other on every fpga-tier program and on random "
+    "and edge-case operands. E is the number of elements per burst (`burst_bytes` / 2).",
+    "",
+    "1. **Operands.** Both in the PIM dtype (`pim.dtype`, fp16 or bf16). WRGB and WR convert "
+    "host values to it (IEEE round to nearest, ties to even); resident tensors are rounded to it "
+    "once, in the memory image. A partly filled burst holds +0 in the lanes beyond the data.",
+    "2. **Products.** Lane j of a MAC multiplies bank lane j by global-buffer lane j into fp32. "
+    "For fp16 operands the product is exact (11 x 11 significant bits fit fp32's 24, and a nonzero product's "
+    "magnitude, from 2^-48 to below 2^32, is a normal fp32 number); for bf16 it is exact unless it leaves "
+    "fp32's range, where it is IEEE fp32 multiplication (round to nearest even, gradual underflow). "
+    "Signs follow IEEE: a product with a zero operand is +0 or -0 by the operands' signs.",
+    "3. **Burst sum.** The E products are added by a balanced tree of fp32 adders, E padded with "
+    "+0 lanes to a power of two: level 1 adds lane j and lane j + E/2 (j < E/2), level 2 adds "
+    "result j and result j + E/4, and so on. For E = 16: s1[j] = p[j] + p[j+8] (j < 8), "
+    "s2[j] = s1[j] + s1[j+4] (j < 4), s3[j] = s2[j] + s2[j+2] (j < 2), sum = s3[0] + s3[1].",
+    "4. **Accumulation.** acc = fp32(acc + sum) for each burst in issue order: the bursts of a "
+    "MAC sweep col, col+1, ..., then the MACs of the stream in order. Accumulators start at +0; "
+    "RDACC clears the ones it reads to +0.",
+    "5. **Every fp32 addition** is IEEE 754 binary32 with round to nearest, ties to even; "
+    "subnormal results are produced and subnormal operands used (no flush to zero); an exact "
+    "cancellation x + (-x) gives +0, (-0) + (-0) gives -0; an overflow gives +-inf. A NaN "
+    "operand or inf - inf gives a NaN whose payload is not specified (the RTL gives 0x7FC00000; "
+    "pimsat's programs never make one).",
+    "6. **Read-out.** RDACC moves the accumulators' fp32 bit patterns unchanged. The host adds "
+    "each into its fp32 staging element (an fp32 addition as in 5; with stride 0 and count > 1 "
+    "the values are first summed in accumulator order); read-outs arrive in order of completion "
+    "cycle, then channel, then stream position. EPI then computes staging + bias (gemv) or "
+    "staging x fp32(1/sqrt(head_dim)) (attention scores) in fp32 and rounds once to the output dtype.",
+    "7. **Host matrix unit.** HOP on a gemv or attention op and HMV rows compute each dot "
+    "product the same way (steps 2 to 4), with the operands as the host holds them.",
+    "",
+]
+
+
 def _timing(hws: list[Hardware]) -> list[str]:
     rows = []
     for raw in family_timing_table():
@@ -152,7 +194,7 @@ def generate() -> str:
     lines = _overview()
     for o in ISA.ops:
         lines += _instruction(o.mnemonic)
-    lines += _timing(hws) + _presets(hws)
+    lines += NUMERICS + _timing(hws) + _presets(hws)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
