@@ -104,9 +104,9 @@ def _attention(b: _Builder, c: ModelConfig, i: int, x: str, batch: int, context:
     p, h, hd = f"layers.{i}.self_attn", c.hidden_size, c.head_dim
     heads, kvh = c.num_attention_heads, c.num_key_value_heads
     ann = {"layer": i}
-    q = _linear(b, f"{p}.q_proj", x, batch, c.q_size, h, c.attention_bias, **ann)
-    k = _linear(b, f"{p}.k_proj", x, batch, c.kv_size, h, c.attention_bias, **ann)
-    v = _linear(b, f"{p}.v_proj", x, batch, c.kv_size, h, c.attention_bias, **ann)
+    q = _linear(b, f"{p}.q_proj", x, batch, c.q_size, h, c.qkv_biased, **ann)
+    k = _linear(b, f"{p}.k_proj", x, batch, c.kv_size, h, c.qkv_biased, **ann)
+    v = _linear(b, f"{p}.v_proj", x, batch, c.kv_size, h, c.qkv_biased, **ann)
     if c.style == "llama":
         q = b.op(
             f"{p}.q_rope",

@@ -7,7 +7,13 @@ Three structures (``style``), all pre-norm decoder-only:
 * ``opt``   — as gpt2, position table offset by 2 rows (HF ``OPTLearnedPositionalEmbedding``),
   ReLU MLP (OPT's real ``activation_function``).
 * ``llama`` — RMSNorm, RoPE, gated MLP ``down(act(gate(x)) * up(x))`` (SwiGLU), GQA, no biases.
-  Mistral and Llama-3 are llama style.
+  Mistral and Llama-3 are llama style; Qwen2 too, with biases on q, k and v (not on o).
+
+:func:`from_hf_config` builds a ``config.json`` with its real semantics or refuses it: every key
+is modelled, known not to change a decode step's numbers (:data:`HARMLESS`), or accepted only at
+its neutral value (:data:`NEUTRAL`); any other key, an unknown ``model_type`` and any RoPE scaling
+(``rope_scaling`` of transformers 4, ``rope_parameters.rope_type`` of transformers 5) raise
+:class:`IRError` naming the field.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ class ModelConfig(BaseModel):
     max_position_embeddings: int = 2048
     norm: Literal["layernorm", "rmsnorm"] = "rmsnorm"
     hidden_act: Activation = "silu"
-    attention_bias: bool = False
+    attention_bias: bool = False  # q, k, v and o projections (HF Llama's attention_bias)
+    qkv_bias: bool = False  # q, k and v projections only (Qwen2)
     mlp_bias: bool = False
     rms_norm_eps: float = 1e-6
     layer_norm_eps: float = 1e-5
@@ -73,6 +80,10 @@ class ModelConfig(BaseModel):
 
     # --- derived -----------------------------------------------------------------------------
     @property
+    def qkv_biased(self) -> bool:
+        return self.attention_bias or self.qkv_bias
+
+    @property
     def gated_mlp(self) -> bool:
         return self.style == "llama"
 
@@ -99,8 +110,8 @@ class ModelConfig(BaseModel):
     def layer_parameters(self) -> int:
         h, i = self.hidden_size, self.intermediate_size
         attn = h * self.q_size + 2 * h * self.kv_size + self.q_size * h
-        if self.attention_bias:
-            attn += self.q_size + 2 * self.kv_size + h
+        if self.attention_bias or self.qkv_bias:
+            attn += self.q_size + 2 * self.kv_size + (h if self.attention_bias else 0)
         mlp = (3 if self.gated_mlp else 2) * h * i
         if self.mlp_bias:
             mlp += (2 * i if self.gated_mlp else i) + h
@@ -138,8 +149,95 @@ _DIMENSIONS = (
 )
 
 #: ``model_type`` values of config.json that are understood, and the structure they map to
-#: (a config without one is read as llama).
-MODEL_TYPES = {"gpt2": "gpt2", "opt": "opt", "llama": "llama", "mistral": "llama"}
+#: (a config without one is refused: the field decides the semantics).
+MODEL_TYPES = {"gpt2": "gpt2", "opt": "opt", "llama": "llama", "mistral": "llama", "qwen2": "llama"}
+
+#: Keys that do not change a decode step's numbers: ids, training-only settings, bookkeeping.
+HARMLESS = frozenset(
+    {
+        "_name_or_path", "architectures", "auto_map", "model_type", "transformers_version", "torch_dtype", "dtype",
+        "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "use_cache",
+        "initializer_range", "init_std", "id2label", "label2id", "output_attentions", "output_hidden_states",
+        "return_dict", "problem_type", "is_encoder_decoder", "chunk_size_feed_forward", "torchscript",
+        "attention_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop", "dropout", "layerdrop", "hidden_dropout",
+        "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+        "task_specific_params", "prefix", "tokenizer_class", "n_ctx", "pretraining_tp", "reorder_and_upcast_attn",
+        "max_window_layers", "keys_to_ignore_at_inference", "tie_encoder_decoder", "finetuning_task",
+    }
+)  # fmt: skip
+
+#: Keys accepted only at the value that changes nothing pimsat does not model.
+NEUTRAL: dict[str, object] = {
+    "use_sliding_window": False,  # Qwen2: sliding-window attention on the upper layers
+    "scale_attn_weights": True,  # GPT-2: scores scaled by 1/sqrt(head_dim)
+    "scale_attn_by_inverse_layer_idx": False,
+    "add_cross_attention": False,
+    "_remove_final_layer_norm": False,  # OPT
+    "layer_norm_elementwise_affine": True,  # OPT
+    "use_mrope": False,  # Qwen2-VL's multimodal RoPE
+    "partial_rotary_factor": 1.0,
+}
+
+#: Keys each structure reads (modelled).
+MODELLED = {
+    "gpt2": {"n_embd", "n_layer", "n_head", "n_inner", "n_positions", "vocab_size", "activation_function",
+             "layer_norm_epsilon", "tie_word_embeddings"},
+    "opt": {"hidden_size", "ffn_dim", "num_attention_heads", "num_hidden_layers", "vocab_size",
+            "max_position_embeddings", "activation_function", "do_layer_norm_before", "word_embed_proj_dim",
+            "enable_bias", "layer_norm_eps", "tie_word_embeddings"},
+    "llama": {"hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "num_hidden_layers", "vocab_size", "max_position_embeddings", "hidden_act", "attention_bias",
+              "mlp_bias", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "tie_word_embeddings",
+              "sliding_window", "layer_types"},
+}  # fmt: skip
+
+
+def _check_keys(cfg: Mapping[str, Any], style: str) -> None:
+    """Every key is modelled, harmless, or at its neutral value; else refused naming it."""
+    for key, v in cfg.items():
+        if key in HARMLESS or key in MODELLED[style]:
+            continue
+        if key in NEUTRAL:
+            if v is not None and v != NEUTRAL[key]:
+                raise IRError(f"config: {key}: {v!r} is not modelled (only {NEUTRAL[key]!r})")
+            continue
+        raise IRError(f"config: {key}: not modelled (it may change the model's numbers; pimsat does not build it)")
+
+
+_ROPE_KEYS = {"rope_type", "type", "rope_theta"}
+
+
+def _rope_theta(cfg: Mapping[str, Any]) -> float:
+    """theta of unscaled RoPE from either layout: ``rope_theta`` (transformers 4) or
+    ``rope_parameters.rope_theta`` (transformers 5); any scaling is refused."""
+    theta = cfg.get("rope_theta")
+    for field in ("rope_scaling", "rope_parameters"):
+        params = cfg.get(field)
+        if params is None:
+            continue
+        if not isinstance(params, Mapping):
+            raise IRError(f"config: {field}: must be a mapping, got {params!r}")
+        kind = params.get("rope_type", params.get("type", "default"))
+        if kind != "default":
+            raise IRError(f"config: {field}.rope_type: {kind!r} RoPE scaling is not modelled (only unscaled RoPE)")
+        for key in params:
+            if key not in _ROPE_KEYS and not (key == "partial_rotary_factor" and params[key] == 1):
+                raise IRError(f"config: {field}.{key}: not modelled")
+        if "rope_theta" in params:
+            if theta is not None and float(theta) != float(params["rope_theta"]):
+                raise IRError(f"config: {field}.rope_theta: {params['rope_theta']} contradicts rope_theta {theta}")
+            theta = params["rope_theta"]
+    if isinstance(theta, bool) or not isinstance(theta, (int, float, type(None))) or (theta is not None and theta <= 0):
+        raise IRError(f"config: rope_theta: must be a positive number, got {theta!r}")
+    return float(theta) if theta is not None else 10000.0
+
+
+def _layer_types(cfg: Mapping[str, Any]) -> None:
+    kinds = cfg.get("layer_types")
+    if kinds is not None and any(k != "full_attention" for k in kinds):
+        other = sorted({k for k in kinds if k != "full_attention"})
+        raise IRError(f"config: layer_types: {other} layers are not modelled (only full_attention)")
+
 
 #: Integer dimensions (>= 1) of each structure's config.json: required, then optional.
 _HF_DIMENSIONS = {
@@ -199,14 +297,19 @@ def from_hf_config(cfg: Mapping[str, Any], name: str | None = None, dtype: DType
     """Build a :class:`ModelConfig` from a Hugging Face ``config.json`` mapping.
 
     GPT-2 (``n_embd``, ``n_layer``, ``n_head``, ``n_inner``, ``n_positions``), OPT (``ffn_dim``,
-    ``enable_bias``, ``do_layer_norm_before``) and Llama-family keys are understood. Features that
-    would change the semantics and are not modelled (post-norm OPT, projected embeddings,
-    ``rope_scaling``) raise :class:`IRError`.
+    ``enable_bias``, ``do_layer_norm_before``) and Llama-family keys (llama, mistral, qwen2) are
+    understood, RoPE theta in the transformers 4 (``rope_theta``) and 5 (``rope_parameters``)
+    layouts. Features that would change the semantics and are not modelled (post-norm OPT,
+    projected embeddings, RoPE scaling, sliding-window layers, any key not listed in this module)
+    raise :class:`IRError` naming the field.
     """
-    mt = cfg.get("model_type", "llama")
+    if "model_type" not in cfg:
+        raise IRError(f"config: model_type: missing (supported: {', '.join(MODEL_TYPES)})")
+    mt = cfg["model_type"]
     if mt not in MODEL_TYPES:
         raise IRError(f"config: model_type: {mt!r} is not supported (supported: {', '.join(MODEL_TYPES)})")
     _check_dimensions(cfg, MODEL_TYPES[mt])
+    _check_keys(cfg, MODEL_TYPES[mt])
     common: dict[str, Any] = {
         "name": name or cfg.get("_name_or_path") or mt,
         "dtype": DType(dtype) if dtype else _dtype(cfg),
@@ -252,8 +355,11 @@ def from_hf_config(cfg: Mapping[str, Any], name: str | None = None, dtype: DType
             layer_norm_eps=cfg.get("layer_norm_eps", 1e-5),
             tie_word_embeddings=cfg.get("tie_word_embeddings", True),
         )
-    if cfg.get("rope_scaling"):
-        raise IRError(f"config: rope_scaling: {cfg['rope_scaling']!r} is not supported")
+    theta = _rope_theta(cfg)
+    _layer_types(cfg)
+    window = cfg.get("sliding_window")
+    if mt == "qwen2" and not cfg.get("use_sliding_window", False):
+        window = None  # Qwen2 writes a sliding_window it does not use unless use_sliding_window
     return ModelConfig(
         **common,
         style="llama",
@@ -268,11 +374,12 @@ def from_hf_config(cfg: Mapping[str, Any], name: str | None = None, dtype: DType
         norm="rmsnorm",
         hidden_act=_act(cfg.get("hidden_act", "silu")),
         attention_bias=cfg.get("attention_bias", False),
+        qkv_bias=mt == "qwen2",  # Qwen2Attention: q/k/v with bias, o_proj without
         mlp_bias=cfg.get("mlp_bias", False),
         rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
-        rope_theta=float(cfg.get("rope_theta", 10000.0)),
+        rope_theta=theta,
         tie_word_embeddings=cfg.get("tie_word_embeddings", False),
-        sliding_window=cfg.get("sliding_window"),
+        sliding_window=window,
     )
 
 

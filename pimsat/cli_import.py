@@ -40,7 +40,9 @@ def load_program(source: str, position: int | None, batch: int, layers: int | No
     if position is None:
         raise UserError(f"{source}: --position is required for a config.json (the tokens already cached)")
     try:
-        model = ir.from_hf_config(cfg, name=path.parent.name if path.name == "config.json" else path.stem)
+        model = ir.from_hf_config(
+            cfg, name=path.parent.name if path.name == "config.json" else path.stem.removesuffix(".config")
+        )
     except ir.IRError as e:
         raise UserError(f"{source}: {e}") from None
     except ValueError as e:  # the model's own checks (pydantic)

@@ -9,6 +9,8 @@ Each fixture is one decode step of a tiny random Hugging Face model (fp16), expo
 
 * ``<name>.pt2``  the archive, with every node's ``stack_trace`` metadata removed (it holds the
   exporting machine's paths); the rest is what torch wrote;
+* ``<name>.config.json``  the model's config.json as transformers saves it (its layout: rope
+  theta under ``rope_parameters``), for the tests of the config builder against PyTorch;
 * ``<name>.npz``  the step's inputs by the exported graph's input names (``input_ids``,
   ``position_ids``, ``past_0``, ``past_1``, ...: layer i's keys are ``past_<2i>``, its values
   ``past_<2i+1>``) and PyTorch's own outputs, ``out_0`` (logits), ``out_<2i+1>`` and
@@ -30,7 +32,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (
+    DynamicCache,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "frontend" / "fixtures"
 PAST = 5  # tokens already in the cache: the step writes position PAST
@@ -73,6 +83,28 @@ def _llama() -> torch.nn.Module:
     return LlamaForCausalLM(cfg)
 
 
+def _qwen2() -> torch.nn.Module:
+    cfg = Qwen2Config(
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=2,
+        vocab_size=256,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        initializer_range=0.1,
+        attn_implementation="sdpa",
+    )
+    model = Qwen2ForCausalLM(cfg)
+    with torch.no_grad():  # HF initialises biases to zero: make them matter
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_(0, 0.5)
+    return model
+
+
 def _gpt2() -> torch.nn.Module:
     cfg = GPT2Config(
         n_embd=64,
@@ -89,7 +121,7 @@ def _gpt2() -> torch.nn.Module:
     return GPT2LMHeadModel(cfg)
 
 
-MODELS = {"tiny-llama-gqa": _llama, "tiny-gpt2": _gpt2}
+MODELS = {"tiny-llama-gqa": _llama, "tiny-qwen2": _qwen2, "tiny-gpt2": _gpt2}
 
 
 def _strip(path: Path) -> None:
@@ -128,6 +160,9 @@ def make(name: str, seed: int = 0) -> None:
     arrays = {n: a.numpy() for n, a in zip(ep.graph_signature.user_inputs, args)}
     arrays |= {f"out_{i}": o.detach().numpy() for i, o in enumerate(outs)}
     np.savez(OUT / f"{name}.npz", **arrays)
+    doc = json.loads(cfg.to_json_string())
+    doc.pop("_name_or_path", None)
+    (OUT / f"{name}.config.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     print(f"{path.name}: {path.stat().st_size:,} bytes; {len(ep.graph.nodes)} nodes")
 
 
