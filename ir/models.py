@@ -159,7 +159,7 @@ HARMLESS = frozenset(
         "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "use_cache",
         "initializer_range", "init_std", "id2label", "label2id", "output_attentions", "output_hidden_states",
         "return_dict", "problem_type", "is_encoder_decoder", "chunk_size_feed_forward", "torchscript",
-        "attention_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop", "dropout", "layerdrop", "hidden_dropout",
+        "attention_dropout", "activation_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop", "dropout", "layerdrop", "hidden_dropout",
         "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
         "task_specific_params", "prefix", "tokenizer_class", "n_ctx", "pretraining_tp", "reorder_and_upcast_attn",
         "max_window_layers", "keys_to_ignore_at_inference", "tie_encoder_decoder", "finetuning_task",

@@ -97,6 +97,34 @@ GPT2_HUB = {  # openai-community/gpt2
     "vocab_size": 50257,
 }
 
+OPT_6_7B = {  # facebook/opt-6.7b
+    "_name_or_path": "facebook/opt-6.7b",
+    "_remove_final_layer_norm": False,
+    "activation_dropout": 0.0,
+    "activation_function": "relu",
+    "architectures": ["OPTForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 2,
+    "do_layer_norm_before": True,
+    "dropout": 0.1,
+    "eos_token_id": 2,
+    "ffn_dim": 16384,
+    "hidden_size": 4096,
+    "init_std": 0.02,
+    "layerdrop": 0.0,
+    "max_position_embeddings": 2048,
+    "model_type": "opt",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "pad_token_id": 1,
+    "prefix": "</s>",
+    "torch_dtype": "float16",
+    "transformers_version": "4.21.0.dev0",
+    "use_cache": True,
+    "vocab_size": 50272,
+    "word_embed_proj_dim": 4096,
+}
+
 
 def _fixture_config(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.config.json").read_text())
@@ -196,13 +224,17 @@ def test_configs_transformers_5_saves_are_accepted(path):
     from_hf_config(json.loads(path.read_text()))
 
 
-@pytest.mark.parametrize("cfg", [QWEN25_7B, MISTRAL_7B, GPT2_HUB], ids=["qwen2.5-7b", "mistral-7b", "gpt2"])
+@pytest.mark.parametrize(
+    "cfg", [QWEN25_7B, MISTRAL_7B, GPT2_HUB, OPT_6_7B], ids=["qwen2.5-7b", "mistral-7b", "gpt2", "opt-6.7b"]
+)
 def test_hub_configs_are_accepted(cfg):
     c = from_hf_config(cfg)
     if cfg is QWEN25_7B:
         assert (c.qkv_bias, c.attention_bias, c.rope_theta, c.sliding_window) == (True, False, 1e6, None)
     if cfg is MISTRAL_7B:
         assert c.sliding_window == 4096
+    if cfg is OPT_6_7B:
+        assert c.num_parameters() == ir.PRESETS["opt-6.7b"].num_parameters()
 
 
 LLAMA = json.loads((SAVED / "llama-t5.json").read_text()) if SAVED.exists() else {}
