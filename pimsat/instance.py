@@ -9,8 +9,11 @@ An instance file is YAML (or JSON):
     seed: 0
 
 program.kind is `gemv` (n, k, batch, dtype, bias), `attention` (heads, kv_heads, head_dim,
-context, batch) or `model` (preset or config, batch, context, layers, embed, lm_head).
-Weights for functional runs come from the seeded generator (ir.generate_state).
+context, batch), `model` (preset or config, batch, context, layers, embed, lm_head) or `pt2`
+(path of a torch.export archive, relative to the instance file; position). A `.pt2` file given
+where an instance is expected is an instance of kind pt2 itself (hardware: the default preset).
+Weights for functional runs come from the seeded generator (ir.generate_state); the archive's own
+weights are in ir.pt2.import_pt2(...).weights (the pipeline does not read them yet).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class _Strict(BaseModel):
 
 
 class ProgramSpec(_Strict):
-    kind: Literal["gemv", "attention", "model"]
+    kind: Literal["gemv", "attention", "model", "pt2"]
     # gemv
     n: int | None = Field(default=None, ge=1)
     k: int | None = Field(default=None, ge=1)
@@ -50,6 +53,9 @@ class ProgramSpec(_Strict):
     layers: int | None = Field(default=None, ge=1)
     embed: bool = True
     lm_head: bool = True
+    # pt2
+    path: str | None = None
+    position: int | None = Field(default=None, ge=0)
     # common
     batch: int = Field(default=1, ge=1, le=1024)
     context: int = Field(default=0, ge=0, le=1 << 20)
@@ -57,7 +63,7 @@ class ProgramSpec(_Strict):
 
     @model_validator(mode="after")
     def _fields_for_kind(self) -> ProgramSpec:
-        need = {"gemv": ("n", "k"), "attention": ("heads", "head_dim"), "model": ()}[self.kind]
+        need = {"gemv": ("n", "k"), "attention": ("heads", "head_dim"), "model": (), "pt2": ("path",)}[self.kind]
         for f in need:
             if getattr(self, f) is None:
                 raise ValueError(f"{f} is required for kind {self.kind}")
@@ -84,6 +90,13 @@ class Instance(_Strict):
 
     def build_program(self) -> ir.Program:
         p = self.program
+        if p.kind == "pt2":
+            from ir.pt2 import import_pt2
+
+            path = Path(p.path)
+            if not path.is_absolute() and self._source != "<instance>" and Path(self._source).suffix != ".pt2":
+                path = Path(self._source).parent / path
+            return import_pt2(path, position=p.position, name=self.name).program
         if p.kind == "gemv":
             return ir.gemv_program(p.n, p.k, batch=p.batch, dtype=p.dtype, bias=p.bias)
         if p.kind == "attention":
@@ -103,7 +116,10 @@ class Instance(_Strict):
 
 def load_instance(path: str | Path) -> Instance:
     path = Path(path)
-    data = load_file(path, InstanceError)
+    if path.suffix == ".pt2":
+        data = {"name": path.stem, "program": {"kind": "pt2", "path": str(path)}}
+    else:
+        data = load_file(path, InstanceError)
     if not isinstance(data, dict):
         raise InstanceError(f"{path}: (top level): must be a mapping, not {type(data).__name__}")
     try:
@@ -117,6 +133,8 @@ def load_instance(path: str | Path) -> Instance:
         raise InstanceError(one_line(str(path), e, "program.config")) from None
     except ir.IRError as e:
         msg = str(e)
+        if msg.startswith(f"{inst.program.path}: ") or msg.startswith(f"{path}: "):  # the .pt2 frontend names its file
+            raise InstanceError(msg) from None
         if msg.startswith("config: "):  # from_hf_config: "config: FIELD: reason"
             raise InstanceError(f"{path}: program.{msg}".replace("config: ", "config.", 1)) from None
         raise InstanceError(f"{path}: program: {msg}") from None

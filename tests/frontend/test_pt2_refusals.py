@@ -10,36 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pt2_edit import edit_json, node, rewrite
 
 from ir.pt2 import ArchiveError, ImportRefused, import_pt2, read_archive
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LLAMA, GPT2 = FIXTURES / "tiny-llama-gqa.pt2", FIXTURES / "tiny-gpt2.pt2"
-
-
-def rewrite(src: Path, dst: Path, edit) -> Path:
-    """Copy the archive, passing each entry (name, bytes) through ``edit`` (None drops it)."""
-    with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
-        for info in z.infolist():
-            data = edit(info.filename, z.read(info.filename))
-            if data is not None:
-                out.writestr(info.filename, data)
-    return dst
-
-
-def edit_json(suffix: str, f):
-    def edit(name, data):
-        if not name.endswith(suffix):
-            return data
-        doc = json.loads(data)
-        f(doc)
-        return json.dumps(doc).encode()
-
-    return edit
-
-
-def node(doc, target_end: str) -> dict:
-    return next(n for n in doc["graph_module"]["graph"]["nodes"] if n["target"].endswith(target_end))
 
 
 def refused(exc, path: Path, *words: str) -> str:

@@ -1,0 +1,6 @@
+"""The frontend tests share pt2_edit (archive rewriting) from this folder."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

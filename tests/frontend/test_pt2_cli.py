@@ -1,0 +1,88 @@
+"""`pimsat import` and a .pt2 file as an instance: exit 0 with the program, exit 2 with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pt2_edit import edit_json, node, rewrite
+
+import ir
+from ir.pt2 import import_pt2
+from pimsat.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LLAMA = FIXTURES / "tiny-llama-gqa.pt2"
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_import_writes_the_program_and_weights(tmp_path):
+    r = cli("import", LLAMA, "--out", tmp_path / "p.json", "--weights", tmp_path / "w.npz")
+    assert r.exit_code == 0, r.output
+    prog = ir.Program.from_json((tmp_path / "p.json").read_text())
+    imp = import_pt2(LLAMA)
+    assert prog == imp.program
+    import numpy as np
+
+    w = np.load(tmp_path / "w.npz")
+    assert sorted(w) == sorted(imp.weights) and all((w[k] == imp.weights[k]).all() for k in w)
+
+
+def test_import_config_json_meets_the_same_ir(tmp_path):
+    cfg = FIXTURES / "tiny-qwen2.config.json"
+    r = cli("import", cfg, "--position", 5, "--out", tmp_path / "p.json")
+    assert r.exit_code == 0, r.output
+    prog = ir.Program.from_json((tmp_path / "p.json").read_text())
+    built = ir.build_decode_step(ir.from_hf_config(json.loads(cfg.read_text())), batch=1, context=5)
+    assert [op.kind for op in prog.ops] == [op.kind for op in built.ops]
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["import", LLAMA, "--position", 3], ["past cache holds 5 tokens"]),
+        (["import", FIXTURES / "tiny-gpt2.npz"], ["expected a torch.export archive"]),
+        (["import", FIXTURES / "tiny-qwen2.config.json"], ["--position is required"]),
+    ],
+)
+def test_import_refusals_exit_2_with_one_line(tmp_path, args, words):
+    r = cli(*args, "--out", tmp_path / "p.json")
+    assert r.exit_code == 2, r.output
+    line = r.output.strip()
+    assert "\n" not in line and all(w in line for w in words), line
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_custom_op_archive_exits_2(tmp_path):
+    def custom(doc):
+        node(doc, "aten.silu.default")["target"] = "torch.ops.mylib.fancy_act.default"
+
+    p = rewrite(LLAMA, tmp_path / "m.pt2", edit_json("models/model.json", custom))
+    for args in (["import", p, "--out", tmp_path / "p.json"], ["solve", p, "--method", "naive"]):
+        r = cli(*args)
+        assert r.exit_code == 2, r.output
+        assert "mylib.fancy_act.default" in r.output and "node 'silu'" in r.output
+
+
+def test_solve_a_pt2_file_directly(tmp_path):
+    r = cli("solve", LLAMA, "--hw", "hbm2-pim", "--set", "organization.channels=8", "--method", "greedy", "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["instance"] == "tiny-llama-gqa" and rep["outputs_match"] is True and rep["violations"] == 0
+
+
+def test_a_yaml_instance_names_a_pt2_file(tmp_path):
+    import shutil
+
+    shutil.copy(LLAMA, tmp_path / "m.pt2")
+    (tmp_path / "i.yaml").write_text(
+        "name: tiny\nprogram: {kind: pt2, path: m.pt2}\nhardware: {preset: hbm2-pim, set: [organization.channels=8]}\n"
+    )
+    r = cli("show", tmp_path / "i.yaml")
+    assert r.exit_code == 0, r.output
+    assert "tiny" in r.output
