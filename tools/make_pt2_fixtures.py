@@ -122,6 +122,9 @@ def _gpt2() -> torch.nn.Module:
 
 
 MODELS = {"tiny-llama-gqa": _llama, "tiny-qwen2": _qwen2, "tiny-gpt2": _gpt2}
+#: The same models exported and then lowered to core ATen (``run_decompositions()``: linear as
+#: permute + mm/addmm, SDPA as its math decomposition with bmm and _softmax).
+CORE = {f"{n}-core": n for n in ("tiny-llama-gqa", "tiny-gpt2")}
 
 
 def _strip(path: Path) -> None:
@@ -142,7 +145,7 @@ def _strip(path: Path) -> None:
 
 def make(name: str, seed: int = 0) -> None:
     torch.manual_seed(seed)
-    model = MODELS[name]().to(torch.float16).eval()
+    model = MODELS[CORE.get(name, name)]().to(torch.float16).eval()
     cfg = model.config
     kvh = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -151,6 +154,8 @@ def make(name: str, seed: int = 0) -> None:
     args = (torch.tensor([[7]]), torch.tensor([[PAST]]), *past)
     with torch.no_grad():
         ep = torch.export.export(step, args)
+        if name in CORE:
+            ep = ep.run_decompositions()
     path = OUT / f"{name}.pt2"
     torch.export.save(ep, path)
     _strip(path)
@@ -160,6 +165,8 @@ def make(name: str, seed: int = 0) -> None:
     arrays = {n: a.numpy() for n, a in zip(ep.graph_signature.user_inputs, args)}
     arrays |= {f"out_{i}": o.detach().numpy() for i, o in enumerate(outs)}
     np.savez(OUT / f"{name}.npz", **arrays)
+    if name in CORE:
+        return
     doc = json.loads(cfg.to_json_string())
     doc.pop("_name_or_path", None)
     (OUT / f"{name}.config.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -168,5 +175,5 @@ def make(name: str, seed: int = 0) -> None:
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    for n in sys.argv[1:] or MODELS:
+    for n in sys.argv[1:] or [*MODELS, *CORE]:
         make(n)

@@ -49,7 +49,11 @@ def _arg(a: dict[str, Any], where: str) -> Any:
         return [Ref(t["name"]) for t in v]
     if kind == "as_optional_tensors":
         return [None if "as_none" in t else Ref(t["as_tensor"]["name"]) for t in v]
-    if kind in ("as_int", "as_float", "as_bool", "as_string", "as_ints", "as_floats", "as_bools", "as_strings"):
+    if kind == "as_float":
+        return float(v)  # "Infinity", "-Infinity", "NaN" are strings in the JSON
+    if kind == "as_floats":
+        return [float(x) for x in v]
+    if kind in ("as_int", "as_bool", "as_string", "as_ints", "as_bools", "as_strings"):
         return v
     if kind in ("as_scalar_type", "as_layout", "as_memory_format"):
         return int(v)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -102,7 +103,11 @@ def _layout(imp, n: Node, args) -> None:
 def _cast(imp, n: Node, args) -> None:
     v = args["self"]
     dt = imp.dtype(n.outputs[0], v.dtype)
-    _set(imp, n, Act(v.src, v.terms, dt) if isinstance(v, Act) else Cache(v.root, v.version, v.idx, v.storage, dt))
+    _set(
+        imp,
+        n,
+        Act(v.src, v.terms, dt) if isinstance(v, Act) else Cache(v.root, v.version, v.idx, v.storage, dt, v.scale),
+    )
 
 
 def _cat(imp, n: Node, args) -> None:
@@ -249,18 +254,21 @@ def _mul(imp, n, args):
     if isinstance(a, Act) and isinstance(b, Act):
         _binary(imp, n, OpKind.mul, a, b)
         return
-    act, c = (a, b) if isinstance(a, Act) else (b, a)
+    live, c = (a, b) if isinstance(a, (Act, Cache)) else (b, a)
     k = _scalar(c)
-    if not isinstance(act, Act) or k is None:
-        raise imp.refuse("product of a KV cache or a non-numeric constant")
-    _set(imp, n, act.scaled(k))
+    if isinstance(live, Cache) and k is not None and np.unique(k).size == 1:
+        _set(imp, n, Cache(live.root, live.version, live.idx, live.storage, live.dtype, live.scale * float(k.flat[0])))
+        return
+    if not isinstance(live, Act) or k is None:
+        raise imp.refuse("product of a KV cache and an activation, or with a non-numeric constant")
+    _set(imp, n, live.scaled(k))
 
 
 def _div(imp, n, args):
     a, k = args["self"], _scalar(args["other"])
-    if not isinstance(a, Act) or k is None or not np.all(k):
+    if not isinstance(a, (Act, Cache)) or k is None or not np.all(k):
         raise imp.refuse("division of or by an activation has no pimsat op")
-    _set(imp, n, a.scaled(1 / k))
+    _mul(imp, n, {"self": a, "other": Const(1 / np.asarray(k))})
 
 
 def _unary(kind: OpKind, **attrs):
@@ -275,6 +283,72 @@ def _unary(kind: OpKind, **attrs):
         _set(imp, n, imp.act_of(out, x.shape, imp.dtype(n.outputs[0])))
 
     return h
+
+
+def _softmax(imp, n, args):
+    x = args["self"]
+    if args.get("dim", -1) % len(x.shape) != len(x.shape) - 1:
+        raise imp.refuse("softmax over an axis other than the last")
+    xn = imp.materialize(x, "operand")
+    t = imp.tensors[xn]
+    out = imp.emit(f"{n.module}.softmax", OpKind.softmax, [xn], t.shape, t.dtype)
+    _set(imp, n, imp.act_of(out, x.shape, imp.dtype(n.outputs[0])))
+
+
+def _bmm(imp, n, args):
+    """Attention as core ATen writes it: scores = bmm(q, k^T) and context = bmm(probs, v), over
+    [B*heads, ...] views of this step's caches (each kv head repeated for its query heads)."""
+    a, c = args["self"], args["mat2"]
+    if not isinstance(a, Act) or not isinstance(c, Cache) or c.version is None:
+        raise imp.refuse("bmm of operands that are not an activation and this step's KV cache")
+    b, kvh, length, hd = c.storage
+    bh = a.shape[0]
+    if bh % b or (bh // b) % kvh or length != imp.position + 1:
+        raise imp.refuse(f"bmm of {list(a.shape)} with a cache of {list(c.storage)}")
+    heads = bh // b
+    rep = np.repeat(identity(c.storage), heads // kvh, axis=1).reshape(bh, length, hd)
+    geo = {"heads": heads, "kv_heads": kvh, "head_dim": hd, "position": imp.position}
+    if a.shape == (bh, 1, hd) and np.array_equal(c.idx, rep.transpose(0, 2, 1)):
+        # pimsat's scores are q . k / sqrt(head_dim): the query with the factors of both operands
+        # times sqrt(head_dim) must be a pimsat tensor (or its RoPE)
+        q = a.scaled(np.float64(c.scale * math.sqrt(hd)))
+        qn = imp.materialize(q, f"query (scores scaled by other than 1/sqrt({hd})?)", batch=b)
+        dt = imp.tensors[qn].dtype
+        out = imp.emit(f"{n.module}.scores", OpKind.attn_score, [qn, c.version], (b, heads, length), dt, **geo)
+    elif a.shape == (bh, 1, length) and np.array_equal(c.idx, rep):
+        pn = imp.materialize(a.scaled(np.float64(c.scale)), "attention weights (scaled?)", batch=b)
+        dt = imp.tensors[pn].dtype
+        out = imp.emit(f"{n.module}.context", OpKind.attn_context, [pn, c.version], (b, heads * hd), dt, **geo)
+    else:
+        raise imp.refuse("bmm that is neither q @ k^T nor probs @ v over the GQA-repeated cache")
+    _set(imp, n, imp.act_of(out, _out_shape(imp, n), imp.dtype(n.outputs[0])))
+
+
+def _finite_guard(imp, n, args):
+    """SDPA's guard for fully masked rows, ``scores == -inf``: scores of finite keys and queries
+    are finite, so it is False everywhere (recorded as a note)."""
+    x, other = args["self"], args.get("other")
+    if other != float("-inf"):
+        raise imp.refuse("comparison of an activation (only the == -inf guard of SDPA is understood)")
+    imp.notes.append(f"{n.name}: scores == -inf taken as False (finite scores)")
+    _set(imp, n, Const(np.zeros(x.shape, dtype=bool)))
+
+
+def _like(imp, n, args):
+    fill = {"aten.full_like.default": args.get("fill_value"), "aten.zeros_like.default": 0}.get(n.target, 1)
+    _set(imp, n, Const(np.full(args["self"].shape, fill, dtype=np.float32)))
+
+
+def _where(imp, n, args):
+    cond, a, b = args["condition"], args["self"], args["other"]
+    if not isinstance(cond, Const):
+        raise imp.refuse("where on a condition computed from activations")
+    if not np.any(cond.arr) and isinstance(b, (Act, Cache)):
+        _set(imp, n, b)
+    elif np.all(cond.arr) and isinstance(a, (Act, Cache)):
+        _set(imp, n, a)
+    else:
+        raise imp.refuse("where that mixes activations with constants element by element")
 
 
 def _layer_norm(imp, n, args):
@@ -408,6 +482,15 @@ HANDLERS = {
     "aten.relu.default": _unary(OpKind.relu),
     "aten.gelu.default": _unary(OpKind.gelu),
     "aten.layer_norm.default": _layer_norm,
+    "aten.native_layer_norm.default": _layer_norm,
+    "aten._softmax.default": _softmax,
+    "aten.softmax.int": _softmax,
+    "aten.bmm.default": _bmm,
+    "aten.eq.Scalar": _finite_guard,
+    "aten.full_like.default": _like,
+    "aten.zeros_like.default": _like,
+    "aten.ones_like.default": _like,
+    "aten.where.self": _where,
     "aten.scaled_dot_product_attention.default": _sdpa,
 }
 

@@ -43,8 +43,9 @@ from ir.types import DType, Role, Tensor, round_to
 
 #: torch ScalarType -> pimsat dtype of activations and weights.
 DTYPES = {6: DType.fp16, BFLOAT16: DType.bf16, 7: DType.fp32}
-#: Largest |difference| between PyTorch's folded RoPE tables and pimsat's, per table dtype.
-ROPE_ATOL = {6: 4e-3, BFLOAT16: 3e-2, 7: 1e-5}
+#: Largest |difference| between PyTorch's folded RoPE tables and pimsat's, per dtype of the rotated
+#: tensor (HF casts cos/sin to it).
+ROPE_ATOL = {DType.fp16: 4e-3, DType.bf16: 3e-2, DType.fp32: 1e-5}
 #: Graph inputs that carry the step's position (Hugging Face's names).
 POSITION_INPUTS = ("position_ids", "cache_position")
 #: Ops whose appearance on an activation makes its module a group to probe.
@@ -232,14 +233,15 @@ class _Importer:
         return Act(tensor, [(identity(torch_shape), None)], dtype)
 
     # --- materialising linear forms ------------------------------------------------------
-    def materialize(self, v: Any, what: str) -> str:
-        """The pimsat tensor [B, N] holding activation ``v`` (its torch shape's first axis is B)."""
+    def materialize(self, v: Any, what: str, batch: int | None = None) -> str:
+        """The pimsat tensor [B, N] holding activation ``v`` (B: ``batch``, else the first axis of
+        its torch shape)."""
         if not isinstance(v, Act):
             raise self.refuse(f"{what}: expected an activation, got {type(v).__name__}")
         hit = self.memo.get(id(v))
         if hit is not None and hit[0] is v:  # the value itself is kept: its id is not reused
             return hit[1]
-        b = v.shape[0] if v.shape else 1
+        b = batch if batch is not None else (v.shape[0] if v.shape else 1)
         n = int(np.prod(v.shape)) // max(b, 1)
         name = self._plain(v, b, n) if v.plain else self._rope(v, b, n, what)
         self.memo[id(v)] = (v, name)
@@ -281,11 +283,10 @@ class _Importer:
         theta = self.theta(hd)
         cos, sin = rope_cos_sin(self.position, hd, theta)
         (want_base, want_c), (want_rot, want_s) = rope_terms(b, n // hd, hd, cos, sin)
-        atol = ROPE_ATOL.get(v.dtype, 4e-3)
         for first, second in ((0, 1), (1, 0)):
             base_idx, base_c = v.terms[first]
             rot_idx, rot_c = v.terms[second]
-            base = self.materialize(Act(v.src, [(base_idx, None)], v.dtype), what)
+            base = self.materialize(Act(v.src, [(base_idx, None)], v.dtype), what, batch=b)
             # positions in `base` of every element each term reads
             inv = {int(s): i for i, s in enumerate(base_idx.reshape(-1))}
             try:
@@ -297,6 +298,7 @@ class _Importer:
             if not np.array_equal(rot, want_rot) or not np.array_equal(np.arange(b * n).reshape(b, n), want_base):
                 continue
             err = max(float(np.abs(bc - want_c).max()), float(np.abs(rc - want_s).max()))
+            atol = ROPE_ATOL[self.tensors[base].dtype]
             if err > atol:
                 raise self.refuse(
                     f"{what}: RoPE tables differ from theta={theta:g} at position {self.position} by {err:.2g} "

@@ -83,9 +83,10 @@ class Cache:
     idx: np.ndarray  # index map over the storage [B, kv_heads, max_ctx, head_dim]
     storage: tuple[int, int, int, int]
     dtype: int
+    scale: float = 1.0  # a uniform factor (core ATen's SDPA scales K by sqrt(scale))
 
     def map(self, f) -> Cache:
-        return Cache(self.root, self.version, f(self.idx), self.storage, self.dtype)
+        return Cache(self.root, self.version, f(self.idx), self.storage, self.dtype, self.scale)
 
 
 def identity(shape: tuple[int, ...]) -> np.ndarray:
