@@ -65,7 +65,7 @@ class DecodeStep(torch.nn.Module):
         return (out.logits, *new)
 
 
-def _llama() -> torch.nn.Module:
+def _llama(attn: str = "sdpa") -> torch.nn.Module:
     cfg = LlamaConfig(
         hidden_size=64,
         intermediate_size=128,
@@ -78,7 +78,7 @@ def _llama() -> torch.nn.Module:
         rms_norm_eps=1e-5,
         rope_theta=500000.0,
         initializer_range=0.1,
-        attn_implementation="sdpa",
+        attn_implementation=attn,
     )
     return LlamaForCausalLM(cfg)
 
@@ -121,7 +121,12 @@ def _gpt2() -> torch.nn.Module:
     return GPT2LMHeadModel(cfg)
 
 
-MODELS = {"tiny-llama-gqa": _llama, "tiny-qwen2": _qwen2, "tiny-gpt2": _gpt2}
+MODELS = {
+    "tiny-llama-gqa": _llama,
+    "tiny-qwen2": _qwen2,
+    "tiny-gpt2": _gpt2,
+    "tiny-llama-gqa-eager": lambda: _llama("eager"),  # attention as matmul, softmax, matmul
+}
 #: The same models exported and then lowered to core ATen (``run_decompositions()``: linear as
 #: permute + mm/addmm, SDPA as its math decomposition with bmm and _softmax).
 CORE = {f"{n}-core": n for n in ("tiny-llama-gqa", "tiny-gpt2")}

@@ -10,6 +10,7 @@ import numpy as np
 from ir.ops import OpKind
 from ir.program import Op
 from ir.pt2 import aten
+from ir.pt2.errors import ImportRefused
 from ir.pt2.graph import Node, Ref
 from ir.pt2.probe import agrees, candidates
 from ir.pt2.values import Act, Cache, Const, Gemv, identity
@@ -289,6 +290,10 @@ def _softmax(imp, n, args):
     x = args["self"]
     if args.get("dim", -1) % len(x.shape) != len(x.shape) - 1:
         raise imp.refuse("softmax over an axis other than the last")
+    if isinstance(x, Act) and len(x.terms) == 1 and x.terms[0][1] is not None:
+        c = np.unique(x.terms[0][1])
+        if c.size == 1 and c[0] != 1:
+            raise imp.refuse(f"softmax of attention scores scaled by {c[0]:g} x 1/sqrt(head_dim) (not modelled)")
     xn = imp.materialize(x, "operand")
     t = imp.tensors[xn]
     out = imp.emit(f"{n.module}.softmax", OpKind.softmax, [xn], t.shape, t.dtype)
@@ -296,32 +301,40 @@ def _softmax(imp, n, args):
 
 
 def _bmm(imp, n, args):
-    """Attention as core ATen writes it: scores = bmm(q, k^T) and context = bmm(probs, v), over
-    [B*heads, ...] views of this step's caches (each kv head repeated for its query heads)."""
-    a, c = args["self"], args["mat2"]
+    """Attention as core ATen or eager code writes it: scores = q @ k^T and context = probs @ v
+    (bmm over [B*heads, ...] or matmul over [B, heads, ...]), over views of this step's caches
+    (each kv head repeated for its query heads)."""
+    a, c = args["self"], args.get("mat2", args.get("other"))
     if not isinstance(a, Act) or not isinstance(c, Cache) or c.version is None:
-        raise imp.refuse("bmm of operands that are not an activation and this step's KV cache")
+        raise imp.refuse("matrix product of operands that are not an activation and this step's KV cache")
     b, kvh, length, hd = c.storage
-    bh = a.shape[0]
-    if bh % b or (bh // b) % kvh or length != imp.position + 1:
-        raise imp.refuse(f"bmm of {list(a.shape)} with a cache of {list(c.storage)}")
+    lead = a.shape[:-2]
+    bh = int(np.prod(lead))
+    if a.shape[-2] != 1 or bh % b or (bh // b) % kvh or length != imp.position + 1 or c.idx.shape[:-2] != lead:
+        raise imp.refuse(f"matrix product of {list(a.shape)} with a cache of {list(c.storage)}")
     heads = bh // b
     rep = np.repeat(identity(c.storage), heads // kvh, axis=1).reshape(bh, length, hd)
+    a3 = a.map(lambda x: x.reshape(bh, *x.shape[-2:]))
+    cidx = c.idx.reshape(bh, *c.idx.shape[-2:])
     geo = {"heads": heads, "kv_heads": kvh, "head_dim": hd, "position": imp.position}
-    if a.shape == (bh, 1, hd) and np.array_equal(c.idx, rep.transpose(0, 2, 1)):
-        # pimsat's scores are q . k / sqrt(head_dim): the query with the factors of both operands
-        # times sqrt(head_dim) must be a pimsat tensor (or its RoPE)
-        q = a.scaled(np.float64(c.scale * math.sqrt(hd)))
-        qn = imp.materialize(q, f"query (scores scaled by other than 1/sqrt({hd})?)", batch=b)
+    if a.shape[-1] == hd and np.array_equal(cidx, rep.transpose(0, 2, 1)):
+        # pimsat's scores are q . k / sqrt(head_dim): with the query scaled so that they are
+        # (core ATen scales q and k), or as they are, times sqrt(head_dim) (eager code scales after)
+        factor = c.scale * math.sqrt(hd)
+        try:
+            qn, coef = imp.materialize(a3.scaled(np.float64(factor)), "query", batch=b), None
+        except ImportRefused:
+            qn, coef = imp.materialize(a3, "query", batch=b), factor
         dt = imp.tensors[qn].dtype
         out = imp.emit(f"{n.module}.scores", OpKind.attn_score, [qn, c.version], (b, heads, length), dt, **geo)
-    elif a.shape == (bh, 1, length) and np.array_equal(c.idx, rep):
-        pn = imp.materialize(a.scaled(np.float64(c.scale)), "attention weights (scaled?)", batch=b)
-        dt = imp.tensors[pn].dtype
+    elif a.shape[-1] == length and np.array_equal(cidx, rep):
+        pn = imp.materialize(a3.scaled(np.float64(c.scale)), "attention weights (scaled?)", batch=b)
+        dt, coef = imp.tensors[pn].dtype, None
         out = imp.emit(f"{n.module}.context", OpKind.attn_context, [pn, c.version], (b, heads * hd), dt, **geo)
     else:
-        raise imp.refuse("bmm that is neither q @ k^T nor probs @ v over the GQA-repeated cache")
-    _set(imp, n, imp.act_of(out, _out_shape(imp, n), imp.dtype(n.outputs[0])))
+        raise imp.refuse("matrix product that is neither q @ k^T nor probs @ v over the GQA-repeated cache")
+    v = imp.act_of(out, _out_shape(imp, n), imp.dtype(n.outputs[0]))
+    _set(imp, n, v if coef is None else v.scaled(np.float64(coef)))
 
 
 def _finite_guard(imp, n, args):
@@ -486,6 +499,7 @@ HANDLERS = {
     "aten._softmax.default": _softmax,
     "aten.softmax.int": _softmax,
     "aten.bmm.default": _bmm,
+    "aten.matmul.default": _bmm,
     "aten.eq.Scalar": _finite_guard,
     "aten.full_like.default": _like,
     "aten.zeros_like.default": _like,

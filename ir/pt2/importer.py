@@ -35,6 +35,7 @@ from ir.errors import IRError
 from ir.ops import OpKind
 from ir.program import Op, Program
 from ir.pt2.archive import BFLOAT16, read_archive
+from ir.pt2.errors import ImportRefused
 from ir.pt2.graph import Graph, Node, Ref, parse
 from ir.pt2.probe import rope_terms, theta_of
 from ir.pt2.values import Act, Cache, Const, Gemv, identity
@@ -64,10 +65,6 @@ PROBED = frozenset(
         "erf.default",
     )
 )
-
-
-class ImportRefused(IRError):
-    """An exported program pimsat cannot compile exactly; one line naming node, target and module."""
 
 
 @dataclass

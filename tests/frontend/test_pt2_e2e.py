@@ -19,7 +19,7 @@ from pimsat.pipeline import SolveOptions, lower_program, select_program, solve_p
 from solver.problem import Method
 
 FIXTURES = Path(__file__).parent / "fixtures"
-NAMES = ("tiny-llama-gqa", "tiny-qwen2", "tiny-gpt2", "tiny-llama-gqa-core", "tiny-gpt2-core")
+NAMES = ("tiny-llama-gqa", "tiny-qwen2", "tiny-gpt2", "tiny-llama-gqa-core", "tiny-gpt2-core", "tiny-llama-gqa-eager")
 
 
 def _fixture(name):

@@ -149,3 +149,19 @@ def test_reader_is_bit_equal_to_the_payload():
         cfg = json.loads(z.read("tiny-llama-gqa/data/weights/model_weights_config.json"))["config"]
         raw = z.read(f"tiny-llama-gqa/data/weights/{cfg['model.lm_head.weight']['path_name']}")
     assert np.frombuffer(raw, "<f2").reshape(256, 64).tobytes() == w.tobytes()
+
+
+def test_eager_attention_scale_checked(tmp_path):
+    """Eager attention scales the scores after q @ k^T: another factor is refused at the softmax."""
+
+    def scale(doc):
+        nodes = doc["graph_module"]["graph"]["nodes"]
+        i = next(k for k, n in enumerate(nodes) if n["name"] == "matmul")
+        mul = nodes[i + 1]
+        assert mul["target"].endswith("aten.mul.Tensor")
+        next(a for a in mul["inputs"] if a["name"] == "other")["arg"] = {"as_float": 0.3}
+
+    p = rewrite(FIXTURES / "tiny-llama-gqa-eager.pt2", tmp_path / "m.pt2", edit_json("models/model.json", scale))
+    with pytest.raises(ImportRefused) as e:
+        import_pt2(p)
+    refused(e, p, "softmax of attention scores scaled by 1.2")
