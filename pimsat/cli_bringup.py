@@ -33,6 +33,12 @@ def _bundle_errors(fn):
     return guard(wrapper)
 
 
+def _kinds():
+    from .bringup.testgen import GenKind
+
+    return list(GenKind)
+
+
 def _from_solve_folder(folder: Path):
     """A `pimsat solve --out` folder (or its streams/ folder) -> bringup.bundle.Compiled."""
     from hwmodel.streams_io import MANIFEST, read_streams
@@ -92,15 +98,66 @@ def export_fpga(source, out, method, time_limit) -> None:
     )
 
 
+def _bundles(folder: Path) -> list[Path]:
+    """A bundle, or every bundle of a `pimsat testgen` folder (its index.json)."""
+    from .bringup.bundle import BundleError
+    from .bringup.manifest import MANIFEST
+    from .bringup.testgen import INDEX
+
+    if (folder / MANIFEST).is_file() or not (folder / INDEX).is_file():
+        return [folder]
+    try:
+        tests = json.loads((folder / INDEX).read_text())["tests"]
+        return [folder / t["name"] for t in tests]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise BundleError(f"{folder / INDEX}: not a pimsat testgen index ({e})") from None
+
+
 @main.command("check-bundle")
 @click.argument("bundle", type=click.Path())
 @_bundle_errors
 def check_bundle(bundle) -> None:
-    """Check a bring-up bundle: manifest schema, and the size and sha256 of every file."""
+    """Check a bring-up bundle (or every bundle of a testgen folder): manifest schema, and the
+    size and sha256 of every file."""
     from .bringup.bundle import check_bundle as check
 
-    m = check(Path(bundle))
-    console.print(f"{bundle}: ok ({len(m.files)} files, {len(m.channels)} channel(s), ISA {m.isa_version})")
+    paths = _bundles(Path(bundle))
+    for p in paths:
+        m = check(p)
+    if len(paths) == 1:
+        console.print(f"{bundle}: ok ({len(m.files)} files, {len(m.channels)} channel(s), ISA {m.isa_version})")
+    else:
+        console.print(f"{bundle}: ok ({len(paths)} bundles)")
+
+
+@main.command("testgen")
+@click.option("--kind", type=click.Choice([k.value for k in _kinds()]), required=True)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Data seed; random: first program's."
+)
+@click.option(
+    "--count", type=click.IntRange(min=1), default=None, help="Tests to write (random: default 50; others: all)."
+)
+@click.option(
+    "--out", "out", type=click.Path(), required=True, callback=nonempty, help="The folder of bundles to write."
+)
+@_bundle_errors
+def testgen(kind, seed, count, out) -> None:
+    """Generate bring-up tests, each a bundle: directed (per instruction, mode and timing row),
+    constrained-random, or the compiled fpga-tier instances; every one simulated when generated."""
+    from hwmodel.atomic import output_lock
+
+    from .bringup.bundle import export
+    from .bringup.testgen import GenKind, generate, write_tests
+
+    click.get_current_context().with_resource(output_lock(out))
+    target = Path(out)
+    if target.exists() and (not target.is_dir() or (any(target.iterdir()) and not (target / "index.json").is_file())):
+        raise UserError(f"{out}: exists and is not a testgen folder (no index.json); refusing to replace it")
+    rows = write_tests(generate(GenKind(kind), seed, count), target, export)
+    loose = [r["name"] for r in rows if (r["test"] or {}).get("binds") is False]
+    note = f"; {len(loose)} timing rows that another row dominates on this hardware" if loose else ""
+    console.print(f"wrote {out}: {len(rows)} {kind} tests{note}")
 
 
 @main.command("rtl-run")
@@ -114,11 +171,12 @@ def rtl_run(bundle, out) -> None:
     from .bringup.bundle import check_bundle as check
     from .bringup.rtl import run_bundle
 
-    m = check(Path(bundle))
-    for r in run_bundle(Path(bundle), m, Path(out) if out else None):
-        console.print(f"{r.stem}: {r.summary()}")
-        if not r.ok:
-            raise UserError(f"{bundle}: channel {r.stem}: RTL results differ from golden/: {r.first_difference}")
+    for b in _bundles(Path(bundle)):
+        m = check(b)
+        for r in run_bundle(b, m, Path(out) / b.name if out else None):
+            console.print(f"{b.name} {r.stem}: {r.summary()}")
+            if not r.ok:
+                raise UserError(f"{b}: channel {r.stem}: RTL results differ from golden/: {r.first_difference}")
 
 
 # `pimsat schema` gains `bundle`; instance and hardware stay with the command cli_info defines

@@ -20,7 +20,7 @@
 // A violation is counted and printed with its cycle, instruction and rule; execution goes on.
 module pim_channel #(
     parameter NB = 4, ROWS = 64, COLS = 8, NACC = 8, NGB = 8, BPP = 2, NG = 2,
-    parameter IMAX = 65536, HOSTW = 1 << 20, NSYM = 256, MAXR = 128, LOGMAX = 1 << 18
+    parameter IMAX = 1 << 16, HOSTW = 1 << 16, NSYM = 256, MAXR = 128, LOGMAX = 1 << 16
 ) (
     input clk,
     output reg done

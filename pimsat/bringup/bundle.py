@@ -30,7 +30,7 @@ from hwmodel.streams_io import channel_stem, write_streams
 from ir.types import round_to
 
 from . import golden as G
-from .fit import check_fits, rtl_parameters
+from .fit import check_fits, check_program_fits, rtl_parameters
 from .images import burst_lines, f32_lines, hex_lines, instruction_lines, log_lines
 from .manifest import ADDRESS_MAP, FORMAT, FORMAT_VERSION, MANIFEST, BundleManifest
 from .readme import readme_text
@@ -50,6 +50,7 @@ class Compiled:
     seed: int
     instance: dict
     method: str | None
+    test: dict | None = None  # a generated test (testgen.py): kind, seed, what it exercises
 
 
 def export(c: Compiled, out: Path, source: str) -> BundleManifest:
@@ -74,6 +75,17 @@ def export(c: Compiled, out: Path, source: str) -> BundleManifest:
     }
     gold = G.replay(hw, ss, banks, host)
     G.reconcile(hw, prog, ss, banks, gold, res)
+    check_program_fits(
+        {
+            "instructions per channel": max((len(s) for s in ss.channels), default=0),
+            "host image words": sum(v.size for v in host.values()),
+            "host symbols": len(ss.symbols),
+            "commands per channel": max((int((res.log["channel"] == ch).sum()) for ch in range(nch)), default=0),
+            "RDACC values per channel": max((g.rdacc_values().size for g in gold), default=0),
+            "RD bursts per channel": max((len(g.rd_bursts(hw.elements_per_burst)) for g in gold), default=0),
+        },
+        source,
+    )
     final = {(ch, b): G.bank_array(hw, banks, ch, b) for ch in range(nch) for b in range(nb)}
     tables = compile_tables(hw)
     e = hw.elements_per_burst
@@ -171,6 +183,7 @@ def export(c: Compiled, out: Path, source: str) -> BundleManifest:
         host_symbols=symbols,
         golden=dict(cycles=int(res.cycles), final_bank_sha256=digest.hexdigest(), outputs=outputs),
         address_map=ADDRESS_MAP,
+        test=c.test,
     )
 
     def build(tmp: Path) -> None:
@@ -189,7 +202,7 @@ def export(c: Compiled, out: Path, source: str) -> BundleManifest:
             "seed": c.seed,
         }
         extra["compiled"] = {"method": c.method, "predicted_cycles": int(res.cycles)}
-        write_streams(c.streams, tmp / "streams", extra)
+        write_streams(ss, tmp / "streams", extra)
         _put(tmp / "README.txt", readme_text(meta))
         meta["files"] = {
             str(p.relative_to(tmp)): dict(sha256=_sha256(p), bytes=p.stat().st_size)

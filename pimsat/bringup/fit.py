@@ -50,6 +50,26 @@ def check_fits(hw: Hardware, source: str) -> None:
             )
 
 
+# sizes of the RTL's memories (rtl/pim_channel.v: IMAX, HOSTW, NSYM, LOGMAX)
+PROGRAM_LIMITS = {
+    "instructions per channel": 1 << 16,
+    "host image words": 1 << 16,
+    "host symbols": 256,
+    "commands per channel": 1 << 16,
+    "RDACC values per channel": 1 << 16,
+    "RD bursts per channel": 1 << 16,
+}
+
+
+def check_program_fits(sizes: dict[str, int], source: str) -> None:
+    """HardwareError naming the first program size beyond the RTL model's memories."""
+    for key, limit in PROGRAM_LIMITS.items():
+        if sizes.get(key, 0) > limit:
+            raise HardwareError(
+                f"{source}: {key} = {sizes[key]:,} does not fit the FPGA prototype's RTL model (at most {limit:,})"
+            )
+
+
 def rtl_parameters(hw: Hardware) -> dict[str, int]:
     """The Verilog parameters of rtl/pim_channel.v for this hardware (iverilog -P)."""
     org = hw.organization

@@ -97,4 +97,7 @@ class BundleManifest(_Strict):
     host_symbols: list[HostSymbol]
     golden: Golden
     address_map: dict[str, str]
+    test: dict[str, Any] | None = Field(
+        default=None, description="a generated test (pimsat testgen): its kind, seed and what it exercises"
+    )
     files: dict[str, FileEntry] = Field(description="every file of the bundle but manifest.json")
