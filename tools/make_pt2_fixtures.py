@@ -132,6 +132,36 @@ MODELS = {
 CORE = {f"{n}-core": n for n in ("tiny-llama-gqa", "tiny-gpt2")}
 
 
+def make_static(name: str = "tiny-llama-gqa-static", seed: int = 0) -> None:
+    """The Llama fixture with transformers' static cache (executorch's export wrapper): the cache
+    is a lifted constant [1, kv_heads, 8, head_dim] written by index_copy_ at cache_position. The
+    first PAST tokens are run eagerly before the export, so the archive holds a filled cache; the
+    graph's inputs are input_ids and cache_position, its output the logits."""
+    from transformers import GenerationConfig
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    torch.manual_seed(seed)
+    model = _llama().to(torch.float16).eval()
+    model.generation_config = GenerationConfig(
+        use_cache=True,
+        cache_implementation="static",
+        max_length=8,
+        cache_config={"batch_size": 1, "max_cache_len": 8, "device": "cpu"},
+    )
+    step = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=8)
+    with torch.no_grad():
+        for pos in range(PAST):
+            step(input_ids=torch.tensor([[3 + pos]]), cache_position=torch.tensor([pos]))
+        kwargs = {"input_ids": torch.tensor([[7]]), "cache_position": torch.tensor([PAST])}
+        ep = torch.export.export(step, (), kwargs, strict=False)
+        logits = step(**kwargs)  # the eager step, from the same filled cache
+    path = OUT / f"{name}.pt2"
+    torch.export.save(ep, path)
+    _strip(path)
+    np.savez(OUT / f"{name}.npz", **{k: v.numpy() for k, v in kwargs.items()}, out_0=logits.numpy())
+    print(f"{path.name}: {path.stat().st_size:,} bytes; {len(ep.graph.nodes)} nodes")
+
+
 def _strip(path: Path) -> None:
     """Remove every node's stack_trace (absolute paths of this machine) from models/*.json."""
     with zipfile.ZipFile(path) as z:
@@ -180,5 +210,5 @@ def make(name: str, seed: int = 0) -> None:
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    for n in sys.argv[1:] or [*MODELS, *CORE]:
-        make(n)
+    for n in sys.argv[1:] or [*MODELS, *CORE, "tiny-llama-gqa-static"]:
+        make_static(n) if n.endswith("-static") else make(n)

@@ -162,6 +162,10 @@ CASTS = frozenset(
 
 VALUE: dict[str, Kernel] = {
     "aten.add.Tensor": lambda a, e: a["self"] + a.get("alpha", 1) * a["other"],
+    "aten.add_.Tensor": lambda a, e: a["self"] + a.get("alpha", 1) * a["other"],
+    "aten.copy_.default": lambda a, e: np.broadcast_to(a["src"], np.shape(a["self"])).astype(
+        np.asarray(a["self"]).dtype
+    ),
     "aten.sub.Tensor": lambda a, e: a["self"] - a.get("alpha", 1) * a["other"],
     "aten.rsub.Scalar": lambda a, e: a["other"] - a.get("alpha", 1) * a["self"],
     "aten.mul.Tensor": _binary(np.multiply),

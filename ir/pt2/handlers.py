@@ -153,6 +153,40 @@ def _append(imp, n: Node, past: Cache, new: Act, dim: int) -> None:
     _set(imp, n, Cache(root, version, identity(past.storage), past.storage, past.dtype))
 
 
+def _static_append(imp, n: Node, args) -> None:
+    """A static cache (a buffer or lifted constant [B, kv_heads, max_len, head_dim]) written at
+    this step's position: ``index_copy_(cache, 2, [position], new)`` or
+    ``index_put_(cache, [None, None, [position]], new)``."""
+    cache = args["self"]
+    if n.target == "aten.index_copy_.default":
+        dim, index, new = args["dim"], args["index"], args["source"]
+    else:
+        ind = args["indices"]
+        dim = next((i for i, x in enumerate(ind) if x is not None), -1)
+        index, new = (ind[dim] if dim >= 0 else None), args["values"]
+        if any(x is not None for j, x in enumerate(ind) if j != dim):
+            raise imp.refuse("index_put_ on more than one axis of a cache")
+    if not isinstance(cache, Const) or cache.arr.ndim != 4 or cache.input_name is None and cache.fqn is None:
+        raise imp.refuse("an in-place write into something that is not a static KV cache")
+    if dim % 4 != 2 or not isinstance(index, Const) or index.arr.reshape(-1).tolist() != [imp.position]:
+        raise imp.refuse(f"a cache write that is not one token at position {imp.position} on the sequence axis")
+    b, kvh, length, hd = cache.arr.shape
+    if length <= imp.position or not isinstance(new, Act) or new.shape != (b, kvh, 1, hd):
+        raise imp.refuse(f"a cache write of {list(getattr(new, 'shape', []))} into a cache of {list(cache.arr.shape)}")
+    name = (cache.fqn or cache.input_name).replace("/", ".")
+    dt = imp.ir_dtype(imp.dtype(n.outputs[0]))
+    root = imp.add_tensor(name, cache.arr.shape, Role.kv_cache, dt)
+    imp.caches[root] = name
+    imp.static_caches[root] = cache.arr
+    x = imp.materialize(new, "new keys/values")
+    version = imp.add_tensor(f"{root}@{imp.position}", cache.arr.shape, Role.kv_cache, dt)
+    attrs = {"position": imp.position} | ({"layer": n.layer} if n.layer is not None else {})
+    op = imp.fresh(f"{n.module}.{root}_append")
+    imp.ops.append(Op(name=op, kind=OpKind.kv_append, inputs=[root, x], outputs=[version], attrs=attrs))
+    shape = cache.arr.shape
+    _set(imp, n, Cache(root, version, identity(shape), shape, imp.dtype(n.outputs[0])))
+
+
 def _weight_const(imp, v: Any, what: str) -> Const:
     if not isinstance(v, Const) or v.fqn is None:
         raise imp.refuse(f"{what} is not a weight of the archive (computed weights are not supported)")
@@ -384,7 +418,7 @@ def _sdpa(imp, n, args):
         raise imp.refuse(f"query {list(q.shape)}: one query token [B, heads, 1, head_dim] expected")
     b, heads, _, hd = q.shape
     kvh, length = k.storage[1], k.storage[2]
-    if length != imp.position + 1 or heads % kvh:
+    if length < imp.position + 1 or heads % kvh:
         raise imp.refuse(f"attention over {length} cached positions at position {imp.position}")
     for name, c in (("key", k), ("value", v)):
         full = identity(c.storage)
@@ -396,18 +430,25 @@ def _sdpa(imp, n, args):
     if args.get("is_causal") and length > 1:
         raise imp.refuse("is_causal with one query over a cache: torch aligns its mask top-left (the query sees key 0)")
     mask = args.get("attn_mask")
+    seen = np.arange(length) <= imp.position  # what pimsat's attention reads: positions 0..position
+    if mask is None and length > imp.position + 1:
+        raise imp.refuse(f"attention over all {length} positions of a static cache without a mask")
     if mask is not None:
         if not isinstance(mask, Const):
             raise imp.refuse("an attention mask computed from activations")
-        ok = np.all(mask.arr) if mask.arr.dtype == np.bool_ else not np.any(mask.arr)
-        if not ok:
-            raise imp.refuse(f"the attention mask hides positions 0..{imp.position} (only a causal mask is modelled)")
+        if mask.arr.dtype != np.bool_ and not np.all((mask.arr == 0) | (mask.arr == -np.inf)):
+            raise imp.refuse("a float attention mask that is neither 0 nor -inf")
+        visible = mask.arr if mask.arr.dtype == np.bool_ else mask.arr == 0
+        shape = np.broadcast_shapes(visible.shape, seen.shape)
+        if not np.array_equal(np.broadcast_to(visible, shape), np.broadcast_to(seen, shape)):
+            raise imp.refuse(f"the attention mask is not causal at position {imp.position} (it hides or shows others)")
     imp.scale_ok(args.get("scale"), hd)
     qn = imp.materialize(q, "query")
     dt = imp.tensors[qn].dtype
     geo = {"heads": heads, "kv_heads": kvh, "head_dim": hd, "position": imp.position}
-    s = imp.emit(f"{n.module}.scores", OpKind.attn_score, [qn, k.version], (b, heads, length), dt, **geo)
-    s = imp.emit(f"{n.module}.softmax", OpKind.softmax, [s], (b, heads, length), dt)
+    seen_shape = (b, heads, imp.position + 1)  # a static cache's later positions are masked out
+    s = imp.emit(f"{n.module}.scores", OpKind.attn_score, [qn, k.version], seen_shape, dt, **geo)
+    s = imp.emit(f"{n.module}.softmax", OpKind.softmax, [s], seen_shape, dt)
     o = imp.emit(f"{n.module}.context", OpKind.attn_context, [s, v.version], (b, heads * hd), dt, **geo)
     _set(imp, n, imp.act_of(o, q.shape, imp.dtype(n.outputs[0])))
 
@@ -505,6 +546,10 @@ HANDLERS = {
     "aten.zeros_like.default": _like,
     "aten.ones_like.default": _like,
     "aten.where.self": _where,
+    "aten.index_copy_.default": _static_append,
+    "aten.index_copy.default": _static_append,
+    "aten.index_put_.default": _static_append,
+    "aten.index_put.default": _static_append,
     "aten.scaled_dot_product_attention.default": _sdpa,
 }
 

@@ -76,13 +76,19 @@ class Imported:
     outputs: list[tuple[str, tuple[int, ...]]]  # per graph user output: pimsat tensor, torch shape
     position: int
     notes: list[str] = field(default_factory=list)
+    static_caches: dict[str, np.ndarray] = field(default_factory=dict)  # root -> contents held in the archive
 
     def step(self, user_inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """(inputs, state) of the program for one step given the graph's user inputs by name."""
         prog = self.program
-        missing = sorted({*self.inputs.values(), *self.caches.values()} - set(user_inputs))
+        graph_caches = {k: v for k, v in self.caches.items() if k not in self.static_caches}
+        missing = sorted({*self.inputs.values(), *graph_caches.values()} - set(user_inputs))
         if missing:
             raise IRError(f"inputs: missing {', '.join(missing)} (the exported graph's input names)")
+        for graph_name in POSITION_INPUTS:
+            given = np.asarray(user_inputs.get(graph_name, self.position))
+            if np.any(given != self.position):
+                raise IRError(f"inputs: {graph_name}: {given.tolist()} is not the imported position {self.position}")
         fixed = prog.meta.get("fixed_inputs", {})
         inputs = {}
         for name, graph_name in self.inputs.items():
@@ -90,8 +96,8 @@ class Imported:
             if name in fixed and np.any(v != fixed[name]):
                 raise IRError(f"inputs: {graph_name}: {v.tolist()} differs from the imported position {fixed[name]}")
             inputs[name] = v.astype(np.int32)
-        state = dict(self.weights)
-        for root, graph_name in self.caches.items():
+        state = dict(self.weights) | {k: round_to(prog.tensors[k].dtype, v) for k, v in self.static_caches.items()}
+        for root, graph_name in graph_caches.items():
             t = prog.tensors[root]
             past = np.asarray(user_inputs[graph_name])
             arr = np.zeros(t.shape, dtype=np.float32)
@@ -131,6 +137,7 @@ class _Importer:
         self.weights: dict[str, np.ndarray] = {}
         self.inputs: dict[str, str] = {}
         self.caches: dict[str, str] = {}
+        self.static_caches: dict[str, np.ndarray] = {}
         self.fixed: dict[str, int] = {}
         self.memo: dict[int, tuple[Act, str]] = {}
         self.notes: list[str] = []
@@ -168,7 +175,8 @@ class _Importer:
         }
         if len(lengths) != 1:
             raise ImportRefused(
-                f"{self.a.path}: --position is needed: the past KV-cache inputs give {sorted(lengths) or 'no'} lengths"
+                f"{self.a.path}: --position is needed: the past KV-cache inputs give {sorted(lengths) or 'no'} "
+                "lengths (a static cache's position is an input of the graph)"
             )
         return lengths.pop()
 
@@ -179,7 +187,7 @@ class _Importer:
                 raise ImportRefused(f"{self.a.path}: input '{gname}': no payload for '{fqn}' in the archive")
             self.env[gname] = Const(store[fqn], fqn=fqn)
         for gname, fqn in self.g.constants.items():
-            self.env[gname] = Const(self.a.constants[fqn])
+            self.env[gname] = Const(self.a.constants[fqn], input_name=gname)
         for gname in self.g.user_inputs:
             m = self.g.meta[gname]
             if gname in POSITION_INPUTS:
@@ -386,6 +394,7 @@ class _Importer:
         return Imported(
             prog, weights, {k: v for k, v in self.caches.items() if k in tensors},
             {k: v for k, v in self.inputs.items() if k in ins}, outputs, self.position, self.notes,
+            {k: v for k, v in self.static_caches.items() if k in tensors},
         )  # fmt: skip
 
     def value(self, a: Any) -> Any:

@@ -19,12 +19,21 @@ from pimsat.pipeline import SolveOptions, lower_program, select_program, solve_p
 from solver.problem import Method
 
 FIXTURES = Path(__file__).parent / "fixtures"
-NAMES = ("tiny-llama-gqa", "tiny-qwen2", "tiny-gpt2", "tiny-llama-gqa-core", "tiny-gpt2-core", "tiny-llama-gqa-eager")
+NAMES = (
+    "tiny-llama-gqa",
+    "tiny-qwen2",
+    "tiny-gpt2",
+    "tiny-llama-gqa-core",  # core ATen (run_decompositions)
+    "tiny-gpt2-core",
+    "tiny-llama-gqa-eager",  # eager attention: matmul, softmax, matmul
+    "tiny-llama-gqa-static",  # static cache: index_copy_ into a filled cache the archive holds
+)
 
 
 def _fixture(name):
-    imp = import_pt2(FIXTURES / f"{name}.pt2")
     step = dict(np.load(FIXTURES / f"{name}.npz"))
+    # a static cache's position is a graph input, not a shape: given at import
+    imp = import_pt2(FIXTURES / f"{name}.pt2", position=int(step["cache_position"][0]) if "static" in name else None)
     torch_out = [step[f"out_{i}"] for i in range(len(imp.outputs))]
     return imp, step, torch_out
 

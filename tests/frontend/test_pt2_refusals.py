@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from pt2_edit import edit_json, node, rewrite
 
+from ir.errors import IRError
 from ir.pt2 import ArchiveError, ImportRefused, import_pt2, read_archive
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -130,7 +131,7 @@ def test_a_masked_position_is_refused(tmp_path):
     p = rewrite(GPT2, tmp_path / "m.pt2", edit_json("models/model.json", hide))
     with pytest.raises(ImportRefused) as e:
         import_pt2(p)
-    refused(e, p, "mask hides positions")
+    refused(e, p, "attention mask is not causal at position 5")
 
 
 def test_not_an_archive(tmp_path):
@@ -165,3 +166,14 @@ def test_eager_attention_scale_checked(tmp_path):
     with pytest.raises(ImportRefused) as e:
         import_pt2(p)
     refused(e, p, "softmax of attention scores scaled by 1.2")
+
+
+def test_static_cache_needs_its_position_and_checks_it():
+    static = FIXTURES / "tiny-llama-gqa-static.pt2"
+    with pytest.raises(ImportRefused) as e:
+        import_pt2(static)
+    refused(e, static, "--position is needed", "static cache's position")
+    imp = import_pt2(static, position=5)
+    step = dict(np.load(FIXTURES / "tiny-llama-gqa-static.npz"))
+    with pytest.raises(IRError, match="cache_position"):
+        imp.step({**step, "cache_position": np.array([4])})
