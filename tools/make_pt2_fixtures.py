@@ -8,7 +8,8 @@ Each fixture is one decode step of a tiny random Hugging Face model (fp16), expo
 ``torch.export.export`` and saved with ``torch.export.save``:
 
 * ``<name>.pt2``  the archive, with every node's ``stack_trace`` metadata removed (it holds the
-  exporting machine's paths); the rest is what torch wrote;
+  exporting machine's paths) and ``from_node`` (provenance that changes on every run); the rest is
+  what torch wrote (``nn_module_stack`` and ``torch_fn`` kept);
 * ``<name>.config.json``  the model's config.json as transformers saves it (its layout: rope
   theta under ``rope_parameters``), for the tests of the config builder against PyTorch;
 * ``<name>.npz``  the step's inputs by the exported graph's input names (``input_ids``,
@@ -163,7 +164,8 @@ def make_static(name: str = "tiny-llama-gqa-static", seed: int = 0) -> None:
 
 
 def _strip(path: Path) -> None:
-    """Remove every node's stack_trace (absolute paths of this machine) from models/*.json."""
+    """Remove every node's stack_trace (absolute paths of this machine) and from_node (the passes'
+    provenance, with Python object ids that change on every run) from models/*.json."""
     with zipfile.ZipFile(path) as z:
         entries = [(i, z.read(i.filename)) for i in z.infolist()]
     buf = io.BytesIO()
@@ -173,6 +175,7 @@ def _strip(path: Path) -> None:
                 doc = json.loads(data)
                 for node in doc["graph_module"]["graph"]["nodes"]:
                     node.get("metadata", {}).pop("stack_trace", None)
+                    node.get("metadata", {}).pop("from_node", None)  # pass provenance with object ids
                 data = json.dumps(doc).encode()
             z.writestr(info, data)
     path.write_bytes(buf.getvalue())
