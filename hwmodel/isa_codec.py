@@ -150,10 +150,12 @@ def encode_stream(instrs: list[Instruction]) -> bytes:
     return HEADER.pack(MAGIC, major, minor, len(instrs)) + encode_records(instrs).tobytes()
 
 
-def read_header(data: bytes) -> tuple[int, int, int]:
-    """(ISA major, ISA minor, record count) of a stream; ValueError if it is not one."""
-    if len(data) < HEADER_BYTES:
-        raise ValueError(f"stream too short for its {HEADER_BYTES}-byte header ({len(data)} bytes)")
+def read_header(data: bytes, total: int | None = None) -> tuple[int, int, int]:
+    """(ISA major, ISA minor, record count) of a stream; ValueError if it is not one. `data`:
+    the stream, or its first bytes and `total` its length in bytes."""
+    total = len(data) if total is None else total
+    if total < HEADER_BYTES or len(data) < HEADER_BYTES:
+        raise ValueError(f"stream too short for its {HEADER_BYTES}-byte header ({total} bytes)")
     magic, major, minor, count = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise ValueError(f"not a pimsat stream: magic {magic!r}, expected {MAGIC!r}")
@@ -161,8 +163,8 @@ def read_header(data: bytes) -> tuple[int, int, int]:
     if major != ours[0] or minor > ours[1]:
         raise ValueError(f"stream is ISA version {major}.{minor}; this build reads {ours[0]}.0-{ours[0]}.{ours[1]}")
     expected = HEADER_BYTES + count * RECORD_BYTES
-    if len(data) != expected:
-        raise ValueError(f"header says {count} records ({expected} bytes) but the stream has {len(data)} bytes")
+    if total != expected:
+        raise ValueError(f"header says {count} records ({expected} bytes) but the stream has {total} bytes")
     return major, minor, count
 
 

@@ -155,6 +155,17 @@ class ProgramDigest:
         self._h.update(len(encoded_stream).to_bytes(8, "little"))
         self._h.update(encoded_stream)
 
+    def add_stream(self, stream: Sequence[Instruction]) -> None:
+        """`add` of the stream's encoding; a stream held as records (RecordStream) is fed in
+        chunks of its records, without building the bytes or any instruction."""
+        chunks = getattr(stream, "encoded_chunks", None)
+        if chunks is None:
+            self.add(encode_stream(stream))
+            return
+        self._h.update(stream.encoded_bytes.to_bytes(8, "little"))
+        for c in chunks():
+            self._h.update(c)
+
     def hexdigest(self) -> str:
         return self._h.hexdigest()
 
@@ -162,5 +173,5 @@ class ProgramDigest:
 def program_digest(ss: StreamSet) -> str:
     d = ProgramDigest(ss)
     for stream in [*ss.channels, ss.host]:
-        d.add(encode_stream(stream))
+        d.add_stream(stream)
     return d.hexdigest()

@@ -19,11 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from .asm_records import parse_records
 from .atomic import name_path, write_dir_atomically  # noqa: F401  (write_dir_atomically: re-exported)
-from .isa import ISA_VERSION, Instruction
-from .isa_asm import format_stream, parse_stream
-from .isa_codec import HEADER_BYTES, RECORD_DTYPE, UNSTAMPED, decode_stream, encode_stream, read_header
+from .isa import ISA, ISA_VERSION
+from .isa_asm import format_stream
+from .isa_codec import HEADER_BYTES, RECORD_BYTES, UNSTAMPED, decode_word, encode_stream, read_header
 from .readers import parse_json, read_text
+from .record_stream import RecordStream, first_bad_record
 from .streams import Placement, ProgramDigest, StreamSet
 
 MANIFEST = "manifest.json"
@@ -206,15 +208,65 @@ def _load_manifest(d: Path) -> dict[str, Any]:
     return m
 
 
-def _check_stamps(path: Path, stream: list[Instruction]) -> None:
-    for k, ins in enumerate(stream):
-        if ins.cycle is not None and ins.cycle > MAX_STAMP:
-            raise StreamsError(
-                f"{path}: instruction {k}: cycle stamp {ins.cycle} beyond {MAX_STAMP} (the simulator's 64-bit clock)"
-            )
+#: ISA opcode byte -> may it appear in a channel / host stream
+_KIND_OK = {kind: np.zeros(256, dtype=bool) for kind in _ALLOWED}
+for _op in ISA.ops:
+    for _kind, _ok in _ALLOWED.items():
+        _KIND_OK[_kind][_op.opcode] = _op.stream in _ok
 
 
-def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> list[Instruction]:
+def _check_records(path: Path, stream: RecordStream, kind: str, expected: int) -> None:
+    """One pass over the records, a window at a time; the first problem in the order a reader
+    meets them: a stamp beyond the clock, a malformed record, the count, a misplaced instruction."""
+    late = bad = misplaced = None
+    for a, rec in stream.windows():
+        if late is None:
+            over = (rec["cycle"] != np.uint64(UNSTAMPED)) & (rec["cycle"] > np.uint64(MAX_STAMP))
+            if over.any():
+                k = int(np.argmax(over))
+                late = (a + k, int(rec["cycle"][k]))
+        if bad is None:
+            k = first_bad_record(rec)
+            if k is not None:
+                bad = a + k
+                bad_error = _bad_record(rec, k, a)
+        if misplaced is None and bad is None:
+            wrong = ~_KIND_OK[kind][(rec["lo"] & np.uint64(0xFF)).astype(np.int64)]
+            if wrong.any():
+                misplaced = a + int(np.argmax(wrong))
+    if late is not None:
+        raise StreamsError(
+            f"{path}: instruction {late[0]}: cycle stamp {late[1]} beyond {MAX_STAMP} (the simulator's 64-bit clock)"
+        )
+    if bad is not None:
+        raise StreamsError(f"{path}: {bad_error}")
+    if len(stream) != expected:
+        raise StreamsError(f"{path}: {len(stream)} instructions, manifest says {expected}")
+    if misplaced is not None:
+        ins = stream[misplaced]
+        raise StreamsError(f"{path}: instruction {misplaced}: {ins.op} is a {ins.spec.stream}-stream instruction")
+
+
+def _bad_record(rec: np.ndarray, k: int, base: int) -> str:
+    w = int(rec["lo"][k]) | (int(rec["hi"][k]) << 64)
+    try:
+        decode_word(w)
+    except ValueError as e:
+        return f"record {base + k} (byte {HEADER_BYTES + (base + k) * RECORD_BYTES}): {e}"
+    raise AssertionError("a record found malformed decodes")  # pragma: no cover
+
+
+def _open_binary(path: Path) -> RecordStream:
+    with open(path, "rb") as f:
+        head = f.read(HEADER_BYTES)
+        size = os.fstat(f.fileno()).st_size
+    _, _, count = read_header(head, size)
+    return RecordStream(path=path, offset=HEADER_BYTES, count=count)
+
+
+def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> RecordStream:
+    """A channel or host stream as its records: from the .bin file, read a window at a time
+    when simulated, or assembled from the .s file (vectorised; asm_records)."""
     try:
         bin_path, asm_path, expected = d / entry["bin"], d / entry["asm"], entry["instructions"]
     except (KeyError, TypeError):
@@ -222,18 +274,9 @@ def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> list[Instruction]
     path = bin_path if bin_path.exists() else asm_path
     try:
         if path is bin_path:
-            data = bin_path.read_bytes()
-            stamps = _stamps(data)
-            if stamps is not None and stamps.size and int(stamps.max()) > MAX_STAMP:
-                k = int((stamps > MAX_STAMP).argmax())
-                raise StreamsError(
-                    f"{path}: instruction {k}: cycle stamp {int(stamps[k])} beyond {MAX_STAMP} "
-                    "(the simulator's 64-bit clock)"
-                )
-            stream = decode_stream(data)
+            stream = _open_binary(bin_path)
         else:
-            stream = parse_stream(read_text(asm_path, StreamsError), source=str(asm_path))
-            _check_stamps(path, stream)
+            stream = RecordStream(parse_records(asm_path, lambda p: read_text(p, StreamsError)))
     except OSError as e:
         raise StreamsError(f"{path}: cannot read: {e.strerror}") from None
     except StreamsError:
@@ -241,30 +284,15 @@ def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> list[Instruction]
     except ValueError as e:
         msg = str(e)
         raise StreamsError(msg if msg.startswith(str(path)) else f"{path}: {msg}") from None
-    if len(stream) != expected:
-        raise StreamsError(f"{path}: {len(stream)} instructions, manifest says {expected}")
-    for k, ins in enumerate(stream):
-        if ins.spec.stream not in _ALLOWED[kind]:
-            raise StreamsError(f"{path}: instruction {k}: {ins.op} is a {ins.spec.stream}-stream instruction")
+    _check_records(path, stream, kind, expected)
     return stream
-
-
-def _stamps(data: bytes):
-    """The stamped issue cycles of an encoded stream (None if its header is malformed: the
-    decoder reports that)."""
-    try:
-        _, _, count = read_header(data)
-    except ValueError:
-        return None
-    cycles = np.frombuffer(data, dtype=RECORD_DTYPE, count=count, offset=HEADER_BYTES)["cycle"]
-    return cycles[cycles != UNSTAMPED]
 
 
 def read_streams(in_dir: str | Path) -> tuple[StreamSet, dict[str, Any]]:
     d = Path(in_dir)
     m = _load_manifest(d)
     channels = [_read_stream(d, e, "channel") for e in m["files"]["channels"]]
-    host = _read_stream(d, m["files"]["host"], "host")
+    host = list(_read_stream(d, m["files"]["host"], "host"))  # the host runner reads instructions
     order = m["placement_fields"]
     try:
         placements = [Placement(**dict(zip(order, p, strict=True))) for p in m["placements"]]

@@ -106,48 +106,64 @@ def encode_stream(hw: Hardware, stream: list[Instruction]) -> np.ndarray:
 def encode_fields(hw: Hardware, stream: list[Instruction], opc: np.ndarray) -> np.ndarray:
     """The rows of `stream` but for the stamp column."""
     n = len(stream)
-    out = np.zeros((n, WIDTH), dtype=np.int64)
-    out[:, C_OP] = opc
     lens = _NARGS[opc]
     flat = np.fromiter(chain.from_iterable(map(_ARGS, stream)), dtype=np.int64, count=int(lens.sum()))
     off = np.cumsum(lens) - lens
-    out[:, C_BANK] = -1
-    out[:, C_COL] = -1
-    out[:, C_N] = 1
-    out[:, C_CNT] = 1
-    out[:, C_SYM] = -1
 
     def arg(sel, k):
         return flat[off[sel] + k]
 
-    bpb = hw.organization.burst_bytes
-    for code in np.unique(opc):
+    return _fill(hw, n, opc, arg)
+
+
+def table_from_fields(hw: Hardware, opc: np.ndarray, fields: np.ndarray, stamps: np.ndarray) -> np.ndarray:
+    """The table of instructions given as arrays: internal opcodes, their field values in ISA
+    table order (row k: instruction k's fields, unused columns ignored) and stamps (-1 =
+    unstamped). The binary and assembly readers build streams this way, with no object per
+    instruction."""
+    out = _fill(hw, len(opc), opc, lambda sel, k: fields[sel, k])
+    out[:, C_STAMP] = stamps
+    return out
+
+
+#: where each ISA field goes in the table, per instruction, in field order (a field may fill two
+#: columns; fields not listed - RD/WR/WRGB/RDACC's host offset, WR's emask, the chain flags - are
+#: read from the instructions by the functional pass). Two hardware-dependent columns are derived:
+#: REF's mask (every bank of the channel) and RDACC's bus commands (ceil(4 * count / burst bytes)).
+FIELD_COLUMNS: dict[int, tuple[tuple[int, ...], ...]] = {
+    ACT: ((C_MASK,), (C_ROW,)),
+    PRE: ((C_MASK,),),
+    RD: ((C_BANK,), (C_COL,), (C_N, C_CNT), (C_SYM,)),
+    WR: ((C_BANK,), (C_COL,), (C_N, C_CNT), (C_SYM,)),
+    REF: (),
+    MAC: ((C_MASK,), (C_COL,), (C_N, C_CNT), (C_GB,), (C_ACC,)),
+    WRGB: ((C_GB,), (C_N, C_CNT), (C_SYM,)),
+    RDACC: ((C_BANK,), (C_ACC,), (C_CNT,), (C_SYM,)),
+    **{op: ((C_ROW,),) for op in (OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV)},  # signal id / op index
+}
+#: a row before its fields are filled in, per internal opcode (stamp -1 = unstamped)
+BASE_ROW = np.zeros((len(OPCODES), WIDTH), dtype=np.int64)
+BASE_ROW[:, C_STAMP] = -1
+BASE_ROW[:, [C_BANK, C_COL, C_SYM]] = -1
+BASE_ROW[:, [C_N, C_CNT]] = 1
+for _op in (OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV):  # no bus command
+    BASE_ROW[_op, [C_N, C_CNT]] = 0
+BASE_ROW[:, C_OP] = np.arange(len(OPCODES))
+assert set(FIELD_COLUMNS) == set(OPCODES.values())
+
+
+def _fill(hw: Hardware, n: int, opc: np.ndarray, arg) -> np.ndarray:
+    """Rows for `n` instructions of internal opcodes `opc`; `arg(sel, k)`: field k (ISA table
+    order) of the instructions selected by the boolean mask `sel`."""
+    out = BASE_ROW[opc]
+    for code in np.unique(opc).tolist():
         sel = opc == code
-        if code == OPCODES["ACT"]:
-            out[sel, C_MASK], out[sel, C_ROW] = arg(sel, 0), arg(sel, 1)
-        elif code == OPCODES["PRE"]:
-            out[sel, C_MASK] = arg(sel, 0)
-        elif code in (OPCODES["RD"], OPCODES["WR"]):
-            out[sel, C_BANK], out[sel, C_COL] = arg(sel, 0), arg(sel, 1)
-            out[sel, C_N] = out[sel, C_CNT] = arg(sel, 2)
-            out[sel, C_SYM] = arg(sel, 3)
-        elif code == OPCODES["REF"]:
+        for k, cols in enumerate(FIELD_COLUMNS[code]):
+            v = arg(sel, k)
+            for c in cols:
+                out[sel, c] = v
+        if code == REF:
             out[sel, C_MASK] = (1 << hw.organization.banks_per_channel) - 1
-        elif code == OPCODES["MAC"]:
-            out[sel, C_MASK], out[sel, C_COL] = arg(sel, 0), arg(sel, 1)
-            out[sel, C_N] = out[sel, C_CNT] = arg(sel, 2)
-            out[sel, C_GB], out[sel, C_ACC] = arg(sel, 3), arg(sel, 4)
-        elif code == OPCODES["WRGB"]:
-            out[sel, C_GB] = arg(sel, 0)
-            out[sel, C_N] = out[sel, C_CNT] = arg(sel, 1)
-            out[sel, C_SYM] = arg(sel, 2)
-        elif code == OPCODES["RDACC"]:
-            out[sel, C_BANK], out[sel, C_ACC] = arg(sel, 0), arg(sel, 1)
-            out[sel, C_CNT] = arg(sel, 2)
-            out[sel, C_N] = -(-4 * arg(sel, 2) // bpb)
-            out[sel, C_SYM] = arg(sel, 3)
-        else:  # SIG, WAIT (signal id), HOP, EPI, HMV (op index)
-            out[sel, C_ROW] = arg(sel, 0)
-            out[sel, C_N] = 0
-            out[sel, C_CNT] = 0
+        elif code == RDACC:
+            out[sel, C_N] = -(-4 * out[sel, C_CNT] // hw.organization.burst_bytes)
     return out

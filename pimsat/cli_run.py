@@ -332,7 +332,11 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         state, inputs = ir.generate_state(program, seed=seed), ir.generate_inputs(program, seed=seed)
     t0 = time.perf_counter()
     try:
-        res = sim.simulate(hw, streams, program=program, state=state, inputs=inputs, functional=functional)
+        # without a log, trace or VCD to write, a timing-only run is streamed (memory: a window per channel)
+        record = bool(functional or log_path or trace or vcd)
+        res = sim.simulate(
+            hw, streams, program=program, state=state, inputs=inputs, functional=functional, record=record
+        )
     except sim.SimulationError as e:
         # an emitted program the simulator refuses is a compiler bug; one changed since is not
         changed = _against_compiled(streams, manifest, 0).get("program_modified")

@@ -16,11 +16,13 @@ import numpy as np
 
 from hwmodel.isa import Instruction
 from hwmodel.model import COMMANDS, Hardware
+from hwmodel.record_stream import RecordStream
 
 from . import channel as K
 from .encode import C_BANK, C_N, C_OP, C_STAMP, C_SYM, OP_SIG, OP_WAIT, OPCODES, SignalMap, encode_stream
 from .errors import SimulationError
 from .host import HostRunner
+from .records import record_rows
 from .result import LOG_DTYPE
 from .timing import TimingTables, compile_tables
 
@@ -186,7 +188,9 @@ class _Feed:
         self.prog = np.ascontiguousarray(self.table.reshape(-1))
 
     def _encode(self, start: int) -> np.ndarray:
-        if self._buf is not None:  # a LazyStream whose parts come encoded
+        if isinstance(self.stream, RecordStream):  # read from a file: records -> rows, compiled
+            t = record_rows(self.hw, self.stream, start, start + self.slice_len, self._buf)
+        elif self._buf is not None:  # a LazyStream whose parts come encoded
             t = self.stream.rows(start, start + self.slice_len, self._buf)
         else:
             whole = self.slice_len >= len(self.stream) and isinstance(self.stream, list)

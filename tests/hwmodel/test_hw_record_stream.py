@@ -1,0 +1,73 @@
+"""RecordStream: a stream held as its binary records reads as the same instructions, the same
+simulator table (numpy here, compiled in sim/records.py) and the same bytes as the list it
+encodes, from an array or from a file read a window at a time."""
+
+import hashlib
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hwmodel import load_hardware
+from hwmodel.isa import ISA, Instruction
+from hwmodel.isa_codec import HEADER_BYTES, encode_records, encode_stream
+from hwmodel.record_stream import RecordStream
+from hwmodel.table import encode_stream as encode_table
+from sim.records import record_rows
+
+HW = load_hardware("hbm2-pim", ["organization.channels=2"])
+CHANNEL_OPS = [o for o in ISA.ops if o.stream != "host"]
+
+
+@st.composite
+def instructions(draw):
+    op = draw(st.sampled_from(CHANNEL_OPS))
+    args = tuple(draw(st.integers(0, (1 << f.bits) - 1)) for f in op.fields)
+    return Instruction(op.mnemonic, args, draw(st.none() | st.integers(0, (1 << 62) - 1)))
+
+
+fast = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@fast
+@given(st.lists(instructions(), max_size=60), st.integers(0, 70), st.integers(0, 70))
+def test_rows_are_the_tables_encoding(instrs, a, b):
+    rs = RecordStream(encode_records(instrs))
+    want = encode_table(HW, instrs)
+    assert np.array_equal(rs.rows(0, len(rs), hw=HW), want)
+    assert np.array_equal(record_rows(HW, rs, 0, len(rs)), want)
+    lo, hi = min(a, b), max(a, b)
+    assert np.array_equal(record_rows(HW, rs, lo, hi), want[lo:hi])
+    buf = np.full((80, want.shape[1]), 7, dtype=np.int64)
+    assert np.array_equal(rs.rows(lo, hi, buf, hw=HW), want[lo:hi])
+
+
+@fast
+@given(st.lists(instructions(), max_size=40))
+def test_reads_as_the_instructions(instrs):
+    rs = RecordStream(encode_records(instrs))
+    assert len(rs) == len(instrs) and list(rs) == instrs and rs == instrs
+    assert rs[1:5] == instrs[1:5] and rs[::2] == instrs[::2]
+    if instrs:
+        assert rs[-1] == instrs[-1] and rs[0] == instrs[0]
+    blob = encode_stream(instrs)
+    assert b"".join(bytes(c) for c in rs.encoded_chunks()) == blob
+    assert rs.sha256() == hashlib.sha256(blob).hexdigest() and rs.encoded_bytes == len(blob)
+
+
+def test_a_file_is_read_a_window_at_a_time(tmp_path):
+    rng = np.random.default_rng(3)
+    instrs = [
+        Instruction("RD", (int(b), int(c), 1, 0, 0))
+        if rng.random() < 0.5
+        else Instruction("ACT", (1 << int(b), int(c)))
+        for b, c in zip(rng.integers(0, 16, 3000), rng.integers(0, 32, 3000))
+    ]
+    path = tmp_path / "ch.bin"
+    path.write_bytes(encode_stream(instrs))
+    rs = RecordStream(path=path, offset=HEADER_BYTES, count=len(instrs))
+    assert [(a, len(r)) for a, r in rs.windows(1024)] == [(0, 1024), (1024, 1024), (2048, 952)]
+    assert rs == RecordStream(encode_records(instrs)) and list(rs) == instrs
+    assert rs[2999] == instrs[2999] and rs[100:103] == instrs[100:103]
+    assert np.array_equal(record_rows(HW, rs, 500, 2500), encode_table(HW, instrs)[500:2500])
+    assert rs.sha256() == hashlib.sha256(path.read_bytes()).hexdigest()
