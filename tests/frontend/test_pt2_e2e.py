@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import ir
-import sim
 from hwmodel import load_hardware
 from hwmodel.numerics import within_tolerance
 from ir.pt2 import import_pt2
-from pimsat.pipeline import SolveOptions, lower_program, select_program, solve_program, verify_program
+from pimsat.pipeline import SolveOptions
+from pimsat.pt2_run import compile_and_simulate
 from solver.problem import Method
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -64,16 +64,11 @@ def test_compiled_and_simulated_equals_pytorch(name, method):
     imp, step, want = _fixture(name)
     inputs, state = imp.step(step)
     hw = load_hardware("hbm2-pim", ["organization.channels=8"])
-    lowered = lower_program(hw, imp.program, groups=4)
-    problem, lowering = lowered.for_method(method)
-    solved = solve_program(problem, SolveOptions(method=method, time_limit=20, deterministic_time=2.0))
-    selected = select_program(problem, lowering, solved, functional=True, lazy=False)
-    result = sim.simulate(
-        hw, selected.compiled.streams, program=imp.program, state=state, inputs=inputs, functional=True
+    run = compile_and_simulate(
+        hw, imp.program, inputs, state, SolveOptions(method=method, time_limit=20, deterministic_time=2.0)
     )
-    verdict = verify_program(hw, imp.program, selected.compiled, result, inputs, state)
-    assert verdict.outputs_match and verdict.bit_exact
-    _check(imp, imp.torch_outputs(result.outputs, banks=result.resident), want)
+    assert run.verdict.outputs_match and run.verdict.bit_exact
+    _check(imp, imp.torch_outputs(run.outputs, banks=run.banks), want)
 
 
 def test_the_weights_are_the_archives():
