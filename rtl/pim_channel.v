@@ -1,7 +1,7 @@
 // pimsat RTL model of one fpga-proto channel (issue 17): a behavioural reference, cycle by cycle.
 //
-//   instruction memory  imem/icyc: the bundle's program/<ch>.words.hex and .cycles.hex; an all-zero
-//                       word (opcode 0) ends the program
+//   instruction memory  imem/icyc: the bundle's program/<ch>.words.hex and .cycles.hex; the first
+//                       word not loaded (x) or with opcode 0 ends the program
 //   command decoder     fetches, decodes the ISA word (hwmodel/isa.yaml field layout), issues the
 //                       instruction's commands: the first at its issue cycle (stamp; unstamped: the
 //                       earliest cycle the timing counters allow), a sweep's others at the sweep
@@ -70,7 +70,6 @@ module pim_channel #(
     initial begin
         done = 0; now = 0; last_bus = NEG; inflight = 0; pc = 0;
         ncmd = 0; nrdacc = 0; nrd = 0; violations = 0; done_cycle = 0;
-        for (i = 0; i < IMAX; i = i + 1) begin imem[i] = 0; icyc[i] = UNSTAMPED; end
         for (i = 0; i < NB*ROWS*COLS; i = i + 1) mem[i] = 0;
         for (i = 0; i < NSYM; i = i + 1) syms[i] = 0;
         for (i = 0; i < MAXR; i = i + 1) trow[i] = {64{1'b1}};
