@@ -39,42 +39,6 @@ def _kinds():
     return list(GenKind)
 
 
-def _from_solve_folder(folder: Path):
-    """A `pimsat solve --out` folder (or its streams/ folder) -> bringup.bundle.Compiled."""
-    from hwmodel.streams_io import MANIFEST, read_streams
-
-    from .bringup.bundle import BundleError, Compiled
-    from .stream_inputs import manifest_inputs
-
-    d = folder / "streams" if (folder / "streams" / MANIFEST).is_file() else folder
-    if not (d / MANIFEST).is_file():
-        raise BundleError(
-            f"{folder}: neither an instance file nor a `pimsat solve --out` folder (no streams/{MANIFEST})"
-        )
-    streams, manifest = read_streams(d)
-    hw, program, seed = manifest_inputs(d, manifest, None, [])
-    if program is None:
-        raise BundleError(f"{d / MANIFEST}: program: not recorded; export the instance instead")
-    compiled = manifest.get("compiled")
-    method = compiled.get("method") if isinstance(compiled, dict) else None
-    instance = manifest.get("instance") if isinstance(manifest.get("instance"), dict) else {}
-    return Compiled(hw, program, streams, seed, instance, method)
-
-
-def _from_instance(path: str, method: str, time_limit: float):
-    from solver.problem import Method
-
-    from .bringup.bundle import Compiled
-    from .bringup.fit import check_fits
-    from .instance import load_instance
-    from .pipeline import SolveOptions, run
-
-    inst = load_instance(path)
-    check_fits(inst.build_hardware([], None), path)  # refused before the solve, not after
-    r = run(inst, SolveOptions(method=Method(method), time_limit=time_limit, functional=True, record=True))
-    return Compiled(r.hardware, r.program, r.compiled.streams, inst.seed, inst.model_dump(), str(r.solution.method))
-
-
 @main.command("export-fpga")
 @click.argument("source", type=click.Path())
 @click.option("--out", "out", type=click.Path(), required=True, callback=nonempty, help="The bundle folder to write.")
@@ -87,10 +51,11 @@ def export_fpga(source, out, method, time_limit) -> None:
     from hwmodel.atomic import output_lock
 
     from .bringup.bundle import export
+    from .bringup.sources import from_instance, from_solve_folder
 
     click.get_current_context().with_resource(output_lock(out))
     src = Path(source)
-    compiled = _from_solve_folder(src) if src.is_dir() else _from_instance(source, method, time_limit)
+    compiled = from_solve_folder(src) if src.is_dir() else from_instance(source, method, time_limit)
     m = export(compiled, Path(out), source)
     console.print(
         f"wrote {out}: {len(m.channels)} channel(s), {m.golden.cycles:,} cycles, "
@@ -102,7 +67,7 @@ def _bundles(folder: Path) -> list[Path]:
     """A bundle, or every bundle of a `pimsat testgen` folder (its index.json)."""
     from .bringup.bundle import BundleError
     from .bringup.manifest import MANIFEST
-    from .bringup.testgen import INDEX
+    from .bringup.suite import INDEX
 
     if (folder / MANIFEST).is_file() or not (folder / INDEX).is_file():
         return [folder]
@@ -148,7 +113,8 @@ def testgen(kind, seed, count, out) -> None:
     from hwmodel.atomic import output_lock
 
     from .bringup.bundle import export
-    from .bringup.testgen import GenKind, generate, write_tests
+    from .bringup.suite import generate, write_tests
+    from .bringup.testgen import GenKind
 
     click.get_current_context().with_resource(output_lock(out))
     target = Path(out)

@@ -13,7 +13,7 @@ import pytest
 
 from pimsat.bringup.bundle import check_bundle, export
 from pimsat.bringup.rtl import INSTALL_HINT
-from pimsat.cli_bringup import _from_instance
+from pimsat.bringup.sources import from_instance
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FPGA = sorted((ROOT / "instances" / "fpga").glob("*.yaml"))
@@ -43,7 +43,7 @@ def make_bundle(root: Path, instance: Path) -> Path:
     with open(root / f"{instance.stem}.fixture-lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "manifest.json").is_file():
-            export(_from_instance(str(instance), "cpsat", 60.0), out, str(instance))
+            export(from_instance(str(instance), "cpsat", 60.0), out, str(instance))
     check_bundle(out)
     return out
 
