@@ -131,6 +131,8 @@ MODELS = {
 #: The same models exported and then lowered to core ATen (``run_decompositions()``: linear as
 #: permute + mm/addmm, SDPA as its math decomposition with bmm and _softmax).
 CORE = {f"{n}-core": n for n in ("tiny-llama-gqa", "tiny-gpt2")}
+#: Two sequences per step (token ids [2, 1]).
+BATCH2 = {f"{n}-b2": n for n in ("tiny-llama-gqa",)}
 
 
 def make_static(name: str = "tiny-llama-gqa-static", seed: int = 0) -> None:
@@ -183,13 +185,14 @@ def _strip(path: Path) -> None:
 
 def make(name: str, seed: int = 0) -> None:
     torch.manual_seed(seed)
-    model = MODELS[CORE.get(name, name)]().to(torch.float16).eval()
+    model = MODELS[CORE.get(name, BATCH2.get(name, name))]().to(torch.float16).eval()
+    batch = 2 if name in BATCH2 else 1
     cfg = model.config
     kvh = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     step = DecodeStep(model)
-    past = [torch.randn(1, kvh, PAST, hd, dtype=torch.float16) for _ in range(2 * cfg.num_hidden_layers)]
-    args = (torch.tensor([[7]]), torch.tensor([[PAST]]), *past)
+    past = [torch.randn(batch, kvh, PAST, hd, dtype=torch.float16) for _ in range(2 * cfg.num_hidden_layers)]
+    args = (torch.tensor([[7], [9]][:batch]), torch.tensor([[PAST]] * batch), *past)
     with torch.no_grad():
         ep = torch.export.export(step, args)
         if name in CORE:
@@ -203,7 +206,7 @@ def make(name: str, seed: int = 0) -> None:
     arrays = {n: a.numpy() for n, a in zip(ep.graph_signature.user_inputs, args)}
     arrays |= {f"out_{i}": o.detach().numpy() for i, o in enumerate(outs)}
     np.savez(OUT / f"{name}.npz", **arrays)
-    if name in CORE:
+    if name in CORE or name in BATCH2:
         return
     doc = json.loads(cfg.to_json_string())
     doc.pop("_name_or_path", None)
@@ -213,5 +216,5 @@ def make(name: str, seed: int = 0) -> None:
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    for n in sys.argv[1:] or [*MODELS, *CORE, "tiny-llama-gqa-static"]:
+    for n in sys.argv[1:] or [*MODELS, *CORE, *BATCH2, "tiny-llama-gqa-static"]:
         make_static(n) if n.endswith("-static") else make(n)

@@ -27,6 +27,7 @@ NAMES = (
     "tiny-gpt2-core",
     "tiny-llama-gqa-eager",  # eager attention: matmul, softmax, matmul
     "tiny-llama-gqa-static",  # static cache: index_copy_ into a filled cache the archive holds
+    "tiny-llama-gqa-b2",  # two sequences per step
 )
 
 
@@ -55,7 +56,9 @@ def test_reference_equals_pytorch(name):
     imp, step, want = _fixture(name)
     inputs, state = imp.step(step)
     got = imp.torch_outputs(ir.run(imp.program, inputs, state))
-    assert _check(imp, got, want) <= 4e-3  # about one fp16 ulp at the logits' magnitude (2..4)
+    top = float(np.abs(want[0]).max())
+    ulp = 2.0 ** (np.floor(np.log2(top)) - 10)  # fp16 spacing at the largest logit
+    assert _check(imp, got, want) <= 3 * ulp  # rounding order: fp16 results of each op vs. torch kernels
 
 
 @pytest.mark.parametrize("name", NAMES)
