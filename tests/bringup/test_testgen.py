@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import sim
+from hwmodel.model import COMMANDS
 from hwmodel.streams_io import read_streams
 from ir import generate_inputs, generate_state
 from pimsat.bringup.bundle import check_bundle, export
@@ -52,7 +53,26 @@ def test_random_program_is_bit_identical_in_the_rtl(seed, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(DIRECTED))
 def test_directed_test_is_bit_identical_in_the_rtl(name, tmp_path):
-    _run(DIRECTED[name], tmp_path)
+    m = _run(DIRECTED[name], tmp_path)
+    if "next_instr" in m.test:
+        _one_cycle_early_is_a_violation(tmp_path / name, m)
+
+
+def _one_cycle_early_is_a_violation(bundle, m):
+    """The timing test's `next` stamped one cycle before its legal gap: the RTL's own counters
+    refuse it, naming a row with the test's two commands (its own, or one that dominates it)."""
+    from pimsat.bringup.rtl import run_channel
+
+    cycles = bundle / "program" / "ch00.cycles.hex"
+    lines = cycles.read_text().split()
+    k = m.test["next_instr"]
+    lines[k] = f"{int(lines[k], 16) - 1:016x}"
+    cycles.write_text("\n".join(lines) + "\n")
+    r = run_channel(bundle, m, "ch00", bundle.parent / "early")
+    assert not r.ok and "RTL VIOLATION" in r.log and "timing table row" in r.log, r.log
+    rule = next(ln for ln in r.log.splitlines() if ln.startswith("RTL rule: timing row"))
+    prev_next = m.test["row"].split(" ")[0].split("->")
+    assert rule.split("(")[1].split(" ")[0] == "->".join(str(COMMANDS.index(c)) for c in prev_next), rule
 
 
 def test_random_programs_cover_the_instruction_set():
