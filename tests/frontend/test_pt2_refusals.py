@@ -177,3 +177,36 @@ def test_static_cache_needs_its_position_and_checks_it():
     step = dict(np.load(FIXTURES / "tiny-llama-gqa-static.npz"))
     with pytest.raises(IRError, match="cache_position"):
         imp.step({**step, "cache_position": np.array([4])})
+
+
+def test_a_norm_that_only_looks_like_rmsnorm_is_refused(tmp_path):
+    """Gemma's RMSNorm scales by (1 + weight): the probe sees it is not pimsat's rmsnorm."""
+
+    def one_plus_w(doc):
+        g = doc["graph_module"]["graph"]
+        i, mul = next(
+            (i, n)
+            for i, n in enumerate(g["nodes"])
+            if n["target"].endswith("aten.mul.Tensor")
+            and "input_layernorm_weight" in json.dumps(n["inputs"])
+            and "layers_0" in json.dumps(n["inputs"])
+        )
+        w = next(a for a in mul["inputs"] if "weight" in json.dumps(a))
+        add = {
+            "target": "torch.ops.aten.add.Tensor",
+            "inputs": [
+                {"name": "self", "arg": {"as_tensor": {"name": w["arg"]["as_tensor"]["name"]}}, "kind": 1},
+                {"name": "other", "arg": {"as_float": 1.0}, "kind": 1},
+            ],
+            "outputs": [{"as_tensor": {"name": "one_plus_w"}}],
+            "metadata": mul["metadata"],
+            "name": "one_plus_w",
+        }
+        g["tensor_values"]["one_plus_w"] = g["tensor_values"][w["arg"]["as_tensor"]["name"]]
+        w["arg"] = {"as_tensor": {"name": "one_plus_w"}}
+        g["nodes"].insert(i, add)
+
+    p = rewrite(LLAMA, tmp_path / "m.pt2", edit_json("models/model.json", one_plus_w))
+    with pytest.raises(ImportRefused) as e:
+        import_pt2(p)
+    refused(e, p, "model.model.layers.0.input_layernorm (LlamaRMSNorm)", "computes none of rmsnorm")
