@@ -18,7 +18,9 @@ scaled_dot_product_attention       attn_score, softmax, attn_context (GQA map, m
 add / mul of two activations       add / mul
 =================================  ==================================================
 
-Anything else raises :class:`ImportRefused` naming the node, its target and its module.
+Handlers: :mod:`ir.pt2.handlers` (layout, linear layers, elementwise ops, probed modules) and
+:mod:`ir.pt2.attention` (cache appends, SDPA and its decompositions). Anything else raises
+:class:`ImportRefused` naming the node, its target and its module.
 """
 
 from __future__ import annotations
@@ -233,6 +235,12 @@ class _Importer:
             attrs["layer"] = layer
         self.ops.append(Op(name=name, kind=kind, inputs=inputs, outputs=[out], attrs=attrs))
         return out
+
+    def set(self, n: Node, v: Any) -> None:
+        self.env[n.outputs[0]] = v
+
+    def out_shape(self, n: Node) -> tuple[int, ...]:
+        return tuple(self.g.meta[n.outputs[0]].sizes)
 
     def act_of(self, tensor: str, torch_shape: tuple[int, ...], dtype: int) -> Act:
         return Act(tensor, [(identity(torch_shape), None)], dtype)
