@@ -15,8 +15,11 @@
 //   global buffer       NGB bursts, written by WRGB from host memory; ready tGB after the write
 //   host memory port    hmem (16-bit words in the PIM dtype) and syms ({base, size} per symbol):
 //                       sources of WR and WRGB; RD and RDACC read-outs are logged in issue order
+//   refresh             JEDEC, as the simulator: REF #j before (j + postponed) x tREFI and no earlier
+//                       than its pulled-in credit, REFs at most max_refresh_interval x tREFI apart; at the
+//                       program's end (its makespan T, from params) none owed
 // Not modelled: SIG/WAIT (the host is the testbench; every command of a bundle is stamped), the
-// refresh deadlines (REF's table rows and bank state are checked), host-side adds of RDACC values.
+// host-side adds of RDACC values.
 // A violation is counted and printed with its cycle, instruction and rule; execution goes on.
 module pim_channel #(
     parameter NB = 4, ROWS = 64, COLS = 8, NACC = 8, NGB = 8, BPP = 2, NG = 2,
@@ -38,7 +41,7 @@ module pim_channel #(
     reg [15:0] hmem [0:HOSTW-1];
     reg [63:0] syms [0:NSYM-1];
     reg [63:0] trow [0:MAXR-1];      // {prev, next, scope, window, latency}
-    reg [31:0] par [0:9+2*NB-1];     // completion[8], tGB, bank group of each bank, PIM unit of each bank
+    reg [31:0] par [0:9+2*NB+5-1];   // completion[8], tGB, bank group and PIM unit of each bank, refresh (below)
     reg [119:0] cmdlog [0:LOGMAX-1];
     reg [31:0] rdacc_log [0:LOGMAX-1];
     reg [255:0] rd_log [0:LOGMAX-1];
@@ -57,6 +60,8 @@ module pim_channel #(
     reg [31:0] acc [0:NPU*NACC-1];
     integer gap [0:7];
     integer R;
+    integer refs;                    // REFs issued
+    reg signed [63:0] last_ref;      // cycle of the last (0: the start)
 
     // ---- the instruction in flight ----
     reg inflight;
@@ -68,7 +73,7 @@ module pim_channel #(
     integer i, j, b, r, u;
 
     initial begin
-        done = 0; now = 0; last_bus = NEG; inflight = 0; pc = 0;
+        done = 0; now = 0; last_bus = NEG; inflight = 0; pc = 0; refs = 0; last_ref = 0;
         ncmd = 0; nrdacc = 0; nrd = 0; violations = 0; done_cycle = 0;
         for (i = 0; i < NB*ROWS*COLS; i = i + 1) mem[i] = 0;
         for (i = 0; i < NSYM; i = i + 1) syms[i] = 0;
@@ -158,6 +163,38 @@ module pim_channel #(
                 if (trow[q][63:56] == cc && trow[q][55:48] == cc && trow[q][39:32] != 0) self_window = 1;
         end
     endfunction
+
+    // refresh parameters: par[9 + 2 NB ...] = tREFI, max postponed, max pulled in, max interval, makespan T
+    function automatic signed [63:0] pv(input integer i);   // a parameter, signed
+        pv = $signed({32'd0, par[i]});
+    endfunction
+
+    task refresh_issue;
+        reg signed [63:0] trefi;
+        begin
+            trefi = pv(9 + 2*NB);
+            if (now >= (refs + 1 + pv(10 + 2*NB)) * trefi)
+                violation("REF later than its deadline (max_postponed_refresh)", (refs + 1 + pv(10 + 2*NB)) * trefi - 1, now);
+            if (refs + 1 - now / trefi > pv(11 + 2*NB))
+                violation("REF before its credit (max_pulled_in_refresh)", (refs + 1 - pv(11 + 2*NB)) * trefi, now);
+            if (now - last_ref > pv(12 + 2*NB) * trefi)
+                violation("REF too long after the previous (max_refresh_interval)", last_ref + pv(12 + 2*NB) * trefi, now);
+            refs = refs + 1;
+            last_ref = now;
+        end
+    endtask
+
+    task refresh_end;
+        reg signed [63:0] trefi, t_end;
+        begin
+            trefi = pv(9 + 2*NB); t_end = pv(13 + 2*NB);
+            if ((refs + 1 + pv(10 + 2*NB)) * trefi <= t_end)
+                violation("more than max_postponed_refresh REFs owed", (refs + 1 + pv(10 + 2*NB)) * trefi, t_end);
+            else if (refs < t_end / trefi) violation("program ends owing refreshes", t_end / trefi, refs);
+            if (t_end - last_ref > pv(12 + 2*NB) * trefi)
+                violation("program ends too long after the last REF (max_refresh_interval)", last_ref + pv(12 + 2*NB) * trefi, t_end);
+        end
+    endtask
 
     `include "pim_decode.vh"
     `include "pim_issue.vh"

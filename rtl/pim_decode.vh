@@ -83,6 +83,7 @@ task fetch;
             w = imem[pc];
             if (^w[7:0] === 1'bx || w[7:0] == 0) begin                // end of the image
                 for (b = 0; b < NB; b = b + 1) if (openrow[b] >= 0) violation("bank open at the end of the program", -1, b);
+                refresh_end;
                 done = 1;
             end else begin
                 decode;

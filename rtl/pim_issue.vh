@@ -87,6 +87,7 @@ task issue;
     begin
         if (k > 0 && c == MAC && now < gbready[gbi + k]) violation("WRGB->MAC global-buffer burst tGB", gbready[gbi + k], now);
         effect;
+        if (c == REF) refresh_issue;
         log_command;
         fin = now + par[c];
         if (fin > done_cycle) done_cycle = fin;

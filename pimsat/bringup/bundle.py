@@ -120,6 +120,8 @@ def export(c: Compiled, out: Path, source: str) -> BundleManifest:
     org = hw.organization
     params = [*tables.completion, hw.timing.p("tGB")]
     params += [org.bank_group_of(b) for b in range(nb)] + [hw.pu_of(b) for b in range(nb)]
+    t = hw.timing
+    params += [t.p("tREFI"), t.max_postponed_refresh, t.max_pulled_in_refresh, t.max_refresh_interval, int(res.cycles)]
     files["rtl/params.hex"] = hex_lines(params, 8)
     channels = []
     for ch, g in enumerate(gold):

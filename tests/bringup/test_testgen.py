@@ -138,3 +138,27 @@ def test_testgen_command_writes_a_folder_of_bundles(tmp_path):
     r = CliRunner().invoke(main, ["testgen", "--kind", "directed", "--out", str(tmp_path / "f")])
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
     assert GenKind("instances") is GenKind.INSTANCES
+
+
+@pytest.mark.parametrize("mutation", ["late", "missing"])
+def test_the_rtl_checks_the_refresh_deadlines(tmp_path, mutation):
+    """REF #1 one cycle past its deadline, or the last REF dropped (the program ends owing one):
+    the RTL's refresh counters refuse both."""
+    from pimsat.bringup.rtl import run_channel
+
+    case = DIRECTED["refresh-deadline"]
+    out = tmp_path / case.name
+    m = export(case.compiled(), out, case.name)
+    words, cycles = (out / "program" / f"ch00.{w}.hex" for w in ("words", "cycles"))
+    w, c = words.read_text().split(), cycles.read_text().split()
+    refs = [i for i, x in enumerate(w) if int(x[-2:], 16) == 0x08]
+    if mutation == "late":
+        c[refs[0]] = f"{int(c[refs[0]], 16) + 1:016x}"
+        want = "REF later than its deadline"
+    else:
+        del w[refs[-1]], c[refs[-1]]
+        want = "program ends owing refreshes"
+    words.write_text("\n".join(w) + "\n")
+    cycles.write_text("\n".join(c) + "\n")
+    r = run_channel(out, m, "ch00", tmp_path / "rtl")
+    assert not r.ok and want in r.log, r.log
