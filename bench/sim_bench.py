@@ -128,7 +128,7 @@ def main() -> None:
     ap.add_argument("--preset", default="hbm2-pim")
     ap.add_argument("--channels", type=int, default=64)
     ap.add_argument("--blocks", type=int, default=40)
-    ap.add_argument("--rows-per-block", type=int, default=16)
+    ap.add_argument("--rows-per-block", type=int, default=12)  # a block within the refresh budget
     ap.add_argument("--functional-blocks", type=int, default=2)
     a = ap.parse_args()
     if a.instance:

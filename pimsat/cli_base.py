@@ -12,7 +12,6 @@ from rich.console import Console
 from hwmodel import HardwareError
 
 from .cli_errors import CompilerError, UserError
-from .instance import InstanceError
 from .options import PimsatGroup
 
 # Wide tables stay readable when the output is a file or a CI log (no terminal to measure).
@@ -21,54 +20,52 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 DEFAULT_INSTANCE = Path(__file__).resolve().parent.parent / "instances" / "micro" / "gemv-4096-hbm2-64ch.yaml"
 
 
+def _loaded(*names: str) -> tuple[type, ...]:
+    """The exception classes `module:Class` among modules already imported: an error of a class
+    whose module was never imported cannot have been raised, so the guard imports nothing."""
+    out = []
+    for name in names:
+        module, _, cls = name.partition(":")
+        t = getattr(sys.modules.get(module), cls, None)
+        if isinstance(t, type):
+            out.append(t)
+    return tuple(out)
+
+
+_USER_ERRORS = (
+    "pimsat.instance:InstanceError",
+    "ir:IRError",
+    "hwmodel.streams_io:StreamsError",
+    "pimsat.output:OutputError",
+)
+
+
 def guard(fn):
     """Turn the domain errors every command may raise into one-line exits with status 2."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from hwmodel.atomic import OutputLocked
-        from hwmodel.streams_io import StreamsError
-        from ir import IRError
-
-        from .output import OutputError
-
         try:
             return fn(*args, **kwargs)
-        except OutputLocked as e:
-            raise UserError(f"{e.filename}: {e.strerror}") from None
-        except (InstanceError, HardwareError, IRError, StreamsError, OutputError) as e:
-            raise UserError(str(e)) from None
-        except OSError as e:  # every OS error names its path (write_dir_atomically attaches it)
-            where = e.filename if e.filename not in (None, "") else None
-            raise UserError(f"{where}: {e.strerror or e}" if where else str(e)) from None
-        except _infeasible_types() as e:
-            raise UserError(f"infeasible: {e}") from None
-        except _verification_types() as e:
-            raise CompilerError(str(e)) from None
-        except _simulation_error() as e:
-            # the simulator rejected a program pimsat emitted: a compiler bug, reported precisely
-            raise CompilerError(f"the simulator rejected the emitted program: {e}") from None
+        except Exception as e:
+            if isinstance(e, _loaded("hwmodel.atomic:OutputLocked")):
+                raise UserError(f"{e.filename}: {e.strerror}") from None
+            if isinstance(e, (HardwareError, *_loaded(*_USER_ERRORS))):
+                raise UserError(str(e)) from None
+            if isinstance(e, OSError):  # every OS error names its path (write_dir_atomically attaches it)
+                where = e.filename if e.filename not in (None, "") else None
+                raise UserError(f"{where}: {e.strerror or e}" if where else str(e)) from None
+            if isinstance(e, _loaded("pimsat.pipeline:InfeasibleError")):
+                raise UserError(f"infeasible: {e}") from None
+            if isinstance(e, _loaded("pimsat.pipeline:VerificationError")):
+                raise CompilerError(str(e)) from None
+            if isinstance(e, _loaded("sim:SimulationError", "sim.errors:SimulationError")):
+                # the simulator rejected a program pimsat emitted: a compiler bug, reported precisely
+                raise CompilerError(f"the simulator rejected the emitted program: {e}") from None
+            raise
 
     return wrapper
-
-
-def _simulation_error():
-    from sim import SimulationError
-
-    return SimulationError
-
-
-def _infeasible_types():
-    from .pipeline import InfeasibleError
-
-    return (InfeasibleError,)
-
-
-def _verification_types():
-    from .pipeline import VerificationError
-
-    return (VerificationError,)
 
 
 @click.group(cls=PimsatGroup, context_settings={"help_option_names": ["-h", "--help"]})

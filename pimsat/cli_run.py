@@ -16,7 +16,7 @@ from hwmodel.atomic import output_lock
 from solver.problem import Method
 
 from . import signals
-from .cli_base import DEFAULT_INSTANCE, CompilerError, UserError, console, guard, main
+from .cli_base import DEFAULT_INSTANCE, UserError, console, guard, main
 from .instance import instance_files, load_instance
 from .options import DEFAULT_WORK_BUDGET, DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
 
@@ -303,133 +303,6 @@ def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(path, binary=False) as f:
         f.write(text)
-
-
-@main.command()
-@click.argument("streams_dir", type=click.Path())
-@click.option("--hw", "preset", default=None, help="Hardware preset/YAML (default: the one recorded in the manifest).")
-@click.option("--set", "sets", multiple=True)
-@click.option("--timing-only", is_flag=True)
-@click.option("--trace", type=click.Path(), default=None, callback=nonempty, help="Chrome/Perfetto trace JSON.")
-@click.option("--vcd", type=click.Path(), default=None, callback=nonempty, help="VCD waveform.")
-@click.option("--log", "log_path", type=click.Path(), default=None, callback=nonempty, help="Command log CSV.")
-@click.option("--json", "as_json", is_flag=True)
-@guard
-def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_json) -> None:
-    """Simulate the instruction streams in STREAMS_DIR (written by `pimsat solve --out`)."""
-    import ir
-    import sim
-    from hwmodel.streams_io import read_streams
-    from sim.traces import write_chrome_trace, write_command_log, write_vcd
-
-    from .stream_inputs import manifest_inputs
-
-    streams, manifest = read_streams(streams_dir)
-    hw, program, seed = manifest_inputs(streams_dir, manifest, preset, list(sets))
-    functional = not timing_only and program is not None
-    state = inputs = None
-    if functional:
-        state, inputs = ir.generate_state(program, seed=seed), ir.generate_inputs(program, seed=seed)
-    t0 = time.perf_counter()
-    try:
-        # without a log, trace or VCD to write, a timing-only run is streamed (memory: a window per channel)
-        record = bool(functional or log_path or trace or vcd)
-        res = sim.simulate(
-            hw, streams, program=program, state=state, inputs=inputs, functional=functional, record=record
-        )
-    except sim.SimulationError as e:
-        # an emitted program the simulator refuses is a compiler bug; one changed since is not
-        changed = _against_compiled(streams, manifest, 0).get("program_modified")
-        what = {True: "the program (changed since it was compiled)", False: "the emitted program", None: "the program"}[
-            changed
-        ]
-        raise CompilerError(f"the simulator rejects {what}: {e}") from None
-    wall = time.perf_counter() - t0
-    match = err = bits = None
-    if functional:
-        from .pipeline import bit_true_check, compare_outputs
-
-        match, err = compare_outputs(program, res.outputs, ir.run(program, inputs, state))
-        bits = bit_true_check(hw, program, inputs, state, streams, res)
-    if log_path:
-        write_command_log(log_path, res.log, hw)
-    if trace:
-        write_chrome_trace(
-            trace,
-            res.log,
-            getattr(res, "host_events", None),
-            hw,
-            op_names=[o.name for o in program.ops] if program else None,
-        )
-    if vcd:
-        write_vcd(vcd, res.log, hw)
-    summary = res.summary()
-    n_cmds = int(sum(summary["commands"].values()))
-    compiled = _against_compiled(streams, manifest, int(res.cycles))
-    out = {
-        "cycles": int(res.cycles),
-        "time_us": round(res.cycles * hw.timing.tCK_ns / 1000, 3),
-        "dram_commands": n_cmds,
-        "wall_seconds": round(wall, 3),
-        "commands_per_second": round(n_cmds / wall) if wall > 0 else None,
-        "utilization": float(res.utilization),
-        "row_hits": summary["row_hits"],
-        "row_misses": summary["row_misses"],
-        "outputs_match": match,
-        "max_abs_error": err,
-        "bit_exact": None if bits is None else bits.exact,
-        "bit_mismatches": None if bits is None else bits.mismatches,
-        "violations": summary["violations"],
-        "command_counts": summary["commands"],
-        "stall_cycles": {k: int(v) for k, v in sorted(summary["stalls"].items(), key=lambda kv: -kv[1]) if v},
-        **compiled,
-    }
-    if as_json:
-        click.echo(json.dumps(out, indent=2))
-    else:
-        t = Table(title=f"pimsat simulate — {streams_dir}", show_header=False)
-        for k, v in out.items():
-            if isinstance(v, dict):
-                v = ", ".join(f"{a} {b:,}" for a, b in list(v.items())[:8]) or "—"
-            t.add_row(k.replace("_", " "), _cell(v, k))
-        console.print(t)
-    if compiled.get("compiled_cycles") is not None and compiled["cycles_vs_compiled"] != 0:
-        d = compiled["cycles_vs_compiled"]
-        why = (
-            "the program was changed since it was compiled"
-            if compiled["program_modified"]
-            else "the hardware was overridden"
-            if preset or sets
-            else "the same program on the same hardware"
-        )
-        click.echo(
-            f"pimsat: {abs(d):,} cycles {'slower' if d > 0 else 'faster'} than compiled "
-            f"({compiled['compiled_cycles']:,}): {why}",
-            err=True,
-        )
-        if not compiled["program_modified"] and not (preset or sets):
-            raise CompilerError(
-                f"simulated {int(res.cycles):,} cycles, the compiler predicted "
-                f"{compiled['compiled_cycles']:,} for this unmodified program"
-            )
-    if match is False:
-        raise UserError("simulated outputs differ from the reference")
-    if bits is not None and not bits.exact:
-        raise UserError(f"simulated values differ from the bit-true model: {bits.summary()}")
-
-
-def _against_compiled(streams, manifest: dict, cycles: int) -> dict:
-    """What the manifest says was compiled, against what was simulated: the program's digest
-    (changed since?) and the predicted cycles (slower / faster?)."""
-    from hwmodel.streams import program_digest
-
-    recorded = manifest.get("program_sha256")
-    modified = None if not isinstance(recorded, str) else program_digest(streams) != recorded
-    comp = manifest.get("compiled")
-    predicted = comp.get("predicted_cycles") if isinstance(comp, dict) else None
-    if not isinstance(predicted, int) or isinstance(predicted, bool):
-        return {"program_modified": modified}
-    return {"program_modified": modified, "compiled_cycles": predicted, "cycles_vs_compiled": cycles - predicted}
 
 
 @main.command()

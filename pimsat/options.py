@@ -81,7 +81,28 @@ class InterruptedExit(click.ClickException):
 
 
 class PimsatGroup(click.Group):
-    """A group whose usage errors (bad option values, unknown options) are one line, exit 2."""
+    """A group whose usage errors (bad option values, unknown options) are one line, exit 2.
+
+    Commands load lazily: `lazy` maps a command name to the modules that define it (they
+    register on the group when imported), so `pimsat simulate` imports the simulator and not the
+    solver, the IR or the bring-up tools. Listing the commands (`--help`) imports them all."""
+
+    lazy: dict[str, tuple[str, ...]] = {}
+
+    def _load(self, modules) -> None:
+        import importlib
+
+        for m in modules:
+            importlib.import_module(m)
+
+    def get_command(self, ctx, name):
+        # a name not in `lazy` (a new command not listed yet, a typo) loads every module first
+        self._load(self.lazy[name] if name in self.lazy else dict.fromkeys(m for ms in self.lazy.values() for m in ms))
+        return super().get_command(ctx, name)
+
+    def list_commands(self, ctx):
+        self._load(dict.fromkeys(m for ms in self.lazy.values() for m in ms))
+        return super().list_commands(ctx)
 
     def _one_line(self, call, *args, **kwargs):
         from . import signals

@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-import ir
 from hwmodel import Hardware, HardwareError, load_hardware
 from hwmodel.loader import apply_overrides, hardware_from_dict, one_line
 from hwmodel.streams_io import MANIFEST, StreamsError
@@ -17,7 +16,9 @@ from hwmodel.streams_io import MANIFEST, StreamsError
 
 def manifest_inputs(
     streams_dir: str | Path, manifest: dict[str, Any], preset: str | None, sets: list[str]
-) -> tuple[Hardware, ir.Program | None, int]:
+) -> tuple[Hardware, Any, int]:
+    """(hardware, the program or None, the seed); ir is imported only for a program (start-up:
+    a stream folder without one simulates without loading the IR)."""
     path = Path(streams_dir) / MANIFEST
     if preset:
         hw = load_hardware(preset, list(sets))
@@ -33,6 +34,8 @@ def manifest_inputs(
     if "program" in manifest:
         if not isinstance(manifest["program"], dict):
             raise StreamsError(f"{path}: program: must be an object, got a {type(manifest['program']).__name__}")
+        import ir
+
         try:
             program = ir.Program.from_json(json.dumps(manifest["program"]))
         except ValidationError as e:

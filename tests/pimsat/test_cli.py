@@ -204,3 +204,22 @@ def test_bench_flags_a_regression_against_best_known(tmp_path):
     assert json.loads(best.read_text()) == {"gemv-64x128-fpga": cycles - 1}
     r = invoke("bench", "--root", tmp_path, "--tier", "fpga", "--methods", "fastest")
     assert r.exit_code == 2 and "--methods: fastest" in r.output
+
+
+def test_every_command_loads_lazily_from_its_module():
+    """pimsat.cli.COMMANDS names the modules of every command: importing them all registers
+    exactly its commands, and a command imports only its own modules (simulate: no solver, IR
+    or bring-up code)."""
+    import subprocess
+    import sys
+
+    from pimsat.cli import COMMANDS, main
+
+    assert sorted(main.list_commands(None)) == sorted(COMMANDS)
+    probe = (
+        "import sys; from pimsat.cli import main; main.get_command(None, 'simulate'); "
+        "print(sorted(m for m in ('ir', 'solver', 'ortools', 'networkx', 'pimsat.bringup', 'pimsat.cli_run') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
