@@ -128,11 +128,16 @@ MODELS = {
     "tiny-gpt2": _gpt2,
     "tiny-llama-gqa-eager": lambda: _llama("eager"),  # attention as matmul, softmax, matmul
 }
-#: The same models exported and then lowered to core ATen (``run_decompositions()``: linear as
-#: permute + mm/addmm, SDPA as its math decomposition with bmm and _softmax).
-CORE = {f"{n}-core": n for n in ("tiny-llama-gqa", "tiny-gpt2")}
-#: Two sequences per step (token ids [2, 1]).
-BATCH2 = {f"{n}-b2": n for n in ("tiny-llama-gqa",)}
+#: Variants of those models: ``core`` exported and then lowered to core ATen
+#: (``run_decompositions()``: linear as permute + mm/addmm, SDPA as its math decomposition with bmm
+#: and _softmax); ``b2`` two sequences per step (token ids [2, 1]); ``bf16`` in bfloat16 (the .npz
+#: holds its values as float32, exactly).
+VARIANTS = {
+    "tiny-llama-gqa-core": ("tiny-llama-gqa", "core"),
+    "tiny-gpt2-core": ("tiny-gpt2", "core"),
+    "tiny-llama-gqa-b2": ("tiny-llama-gqa", "b2"),
+    "tiny-llama-gqa-bf16": ("tiny-llama-gqa", "bf16"),
+}
 
 
 def make_static(name: str = "tiny-llama-gqa-static", seed: int = 0) -> None:
@@ -185,17 +190,19 @@ def _strip(path: Path) -> None:
 
 def make(name: str, seed: int = 0) -> None:
     torch.manual_seed(seed)
-    model = MODELS[CORE.get(name, BATCH2.get(name, name))]().to(torch.float16).eval()
-    batch = 2 if name in BATCH2 else 1
+    base, variant = VARIANTS.get(name, (name, None))
+    dtype = torch.bfloat16 if variant == "bf16" else torch.float16
+    model = MODELS[base]().to(dtype).eval()
+    batch = 2 if variant == "b2" else 1
     cfg = model.config
     kvh = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     step = DecodeStep(model)
-    past = [torch.randn(batch, kvh, PAST, hd, dtype=torch.float16) for _ in range(2 * cfg.num_hidden_layers)]
+    past = [torch.randn(batch, kvh, PAST, hd, dtype=dtype) for _ in range(2 * cfg.num_hidden_layers)]
     args = (torch.tensor([[7], [9]][:batch]), torch.tensor([[PAST]] * batch), *past)
     with torch.no_grad():
         ep = torch.export.export(step, args)
-        if name in CORE:
+        if variant == "core":
             ep = ep.run_decompositions()
     path = OUT / f"{name}.pt2"
     torch.export.save(ep, path)
@@ -203,18 +210,22 @@ def make(name: str, seed: int = 0) -> None:
     loaded = torch.export.load(path)  # the stripped archive is still a valid one
     with torch.no_grad():
         outs = loaded.module()(*args)
-    arrays = {n: a.numpy() for n, a in zip(ep.graph_signature.user_inputs, args)}
-    arrays |= {f"out_{i}": o.detach().numpy() for i, o in enumerate(outs)}
+    arrays = {n: _numpy(a) for n, a in zip(ep.graph_signature.user_inputs, args)}
+    arrays |= {f"out_{i}": _numpy(o) for i, o in enumerate(outs)}
     np.savez(OUT / f"{name}.npz", **arrays)
-    if name in CORE or name in BATCH2:
-        return
-    doc = json.loads(cfg.to_json_string())
-    doc.pop("_name_or_path", None)
-    (OUT / f"{name}.config.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     print(f"{path.name}: {path.stat().st_size:,} bytes; {len(ep.graph.nodes)} nodes")
+    if variant is None:
+        doc = json.loads(cfg.to_json_string())
+        doc.pop("_name_or_path", None)
+        (OUT / f"{name}.config.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    for n in sys.argv[1:] or [*MODELS, *CORE, *BATCH2, "tiny-llama-gqa-static"]:
+    for n in sys.argv[1:] or [*MODELS, *VARIANTS, "tiny-llama-gqa-static"]:
         make_static(n) if n.endswith("-static") else make(n)

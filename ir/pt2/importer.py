@@ -332,7 +332,8 @@ class _Importer:
         thetas = set()
         for fqn, arr in bufs.items():
             half = arr.dtype == np.float16
-            t = theta_of(arr, head_dim, _eps(6 if half else 7), 2.0**-24 if half else 0.0)
+            kind = 6 if half else (BFLOAT16 if fqn in self.a.bf16 else 7)
+            t = theta_of(arr, head_dim, _eps(kind), 2.0**-24 if half else 0.0)
             if t is None:
                 raise self.refuse(f"RoPE: buffer '{fqn}' is not theta**(-2i/{head_dim}) for any theta (rope scaling?)")
             thetas.add(t)

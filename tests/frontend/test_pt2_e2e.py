@@ -28,6 +28,7 @@ NAMES = (
     "tiny-llama-gqa-eager",  # eager attention: matmul, softmax, matmul
     "tiny-llama-gqa-static",  # static cache: index_copy_ into a filled cache the archive holds
     "tiny-llama-gqa-b2",  # two sequences per step
+    "tiny-llama-gqa-bf16",  # bfloat16
 )
 
 
@@ -57,7 +58,8 @@ def test_reference_equals_pytorch(name):
     inputs, state = imp.step(step)
     got = imp.torch_outputs(ir.run(imp.program, inputs, state))
     top = float(np.abs(want[0]).max())
-    ulp = 2.0 ** (np.floor(np.log2(top)) - 10)  # fp16 spacing at the largest logit
+    mantissa = {"fp16": 10, "bf16": 7}[imp.program.tensors[imp.outputs[0][0]].dtype.value]
+    ulp = 2.0 ** (np.floor(np.log2(top)) - mantissa)  # the dtype's spacing at the largest logit
     assert _check(imp, got, want) <= 3 * ulp  # rounding order: fp16 results of each op vs. torch kernels
 
 
