@@ -139,6 +139,8 @@ def _mm(imp, n, args):
 
 def _embedding(imp, n, args):
     w = _weight_const(imp, args["weight"], "the embedding table")
+    if w.transposed or w.arr.ndim != 2:
+        raise imp.refuse("an embedding table that is not a stored [V, H] weight")
     ind = args["indices"]
     if isinstance(ind, Const) and ind.position:
         ids = imp.add_tensor(ind.input_name, (ind.arr.shape[0],), Role.activation, DType.int32)
@@ -181,7 +183,7 @@ def _add_sub(imp, n, args, sign: float):
     if args.get("alpha", 1) != 1:
         raise imp.refuse("add/sub with alpha other than 1")
     if isinstance(a, Act) and isinstance(b, Act):
-        if a.src is b.src and a.shape == b.shape:
+        if (a.src is b.src or (isinstance(a.src, str) and a.src == b.src)) and a.shape == b.shape:
             imp.set(n, _merge(a, b, sign))
         elif sign > 0:
             _binary(imp, n, OpKind.add, a, b)

@@ -295,11 +295,14 @@ class _Importer:
             raise self.refuse(f"{what}: a linear combination of elements that is not RoPE has no pimsat op")
         theta = self.theta(hd)
         cos, sin = rope_cos_sin(self.position, hd, theta)
-        (want_base, want_c), (want_rot, want_s) = rope_terms(b, n // hd, hd, cos, sin)
+        (_, want_c), (want_rot, want_s) = rope_terms(b, n // hd, hd, cos, sin)
         for first, second in ((0, 1), (1, 0)):
             base_idx, base_c = v.terms[first]
             rot_idx, rot_c = v.terms[second]
-            base = self.materialize(Act(v.src, [(base_idx, None)], v.dtype), what, batch=b)
+            try:  # the term of x*cos reads x as it is; rotate_half's term does not
+                base = self.materialize(Act(v.src, [(base_idx, None)], v.dtype), what, batch=b)
+            except ImportRefused:
+                continue
             # positions in `base` of every element each term reads
             inv = {int(s): i for i, s in enumerate(base_idx.reshape(-1))}
             try:
@@ -308,7 +311,7 @@ class _Importer:
                 continue
             bc = np.broadcast_to(1 if base_c is None else base_c, base_idx.shape).reshape(b, n)
             rc = np.broadcast_to(1 if rot_c is None else rot_c, rot_idx.shape).reshape(b, n)
-            if not np.array_equal(rot, want_rot) or not np.array_equal(np.arange(b * n).reshape(b, n), want_base):
+            if not np.array_equal(rot, want_rot):
                 continue
             err = max(float(np.abs(bc - want_c).max()), float(np.abs(rc - want_s).max()))
             atol = ROPE_ATOL[self.tensors[base].dtype]

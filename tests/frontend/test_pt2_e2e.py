@@ -84,3 +84,24 @@ def test_the_weights_are_the_archives():
 
     stored = read_archive(FIXTURES / "tiny-gpt2.pt2").weights["model.transformer.h.0.attn.c_attn.weight"]
     assert np.array_equal(imp.weights[fused], stored.T[:64])  # Conv1D's [in, out], q columns
+
+
+def test_rope_written_the_other_way_round(tmp_path):
+    """rotate_half(x)*sin + x*cos (the operands of RoPE's add swapped) is the same RoPE."""
+    from pt2_edit import edit_json, rewrite
+
+    def swap(doc):
+        n = 0
+        for node in doc["graph_module"]["graph"]["nodes"]:
+            ins = node["inputs"]
+            if node["target"].endswith("aten.add.Tensor") and "self_attn" in node["metadata"]["nn_module_stack"]:
+                ins[0]["arg"], ins[1]["arg"] = ins[1]["arg"], ins[0]["arg"]
+                n += 1
+        assert n == 4  # q and k in both layers
+
+    p = rewrite(FIXTURES / "tiny-llama-gqa.pt2", tmp_path / "m.pt2", edit_json("models/model.json", swap))
+    imp = import_pt2(p)
+    step = dict(np.load(FIXTURES / "tiny-llama-gqa.npz"))
+    inputs, state = imp.step(step)
+    assert sum(op.kind is ir.OpKind.rope for op in imp.program.ops) == 4
+    _check(imp, imp.torch_outputs(ir.run(imp.program, inputs, state)), [step[f"out_{i}"] for i in range(5)])
