@@ -33,6 +33,16 @@ def _bundle_errors(fn):
     return guard(wrapper)
 
 
+def _lock_target(out: str) -> None:
+    """Refuse an --out inside a file (one line), then hold the output's lock for the command."""
+    from hwmodel.atomic import output_lock
+
+    for parent in Path(out).absolute().parents:
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"{parent}: a file, not a folder (--out {out})")
+    click.get_current_context().with_resource(output_lock(out))
+
+
 def _kinds():
     from .bringup.testgen import GenKind
 
@@ -48,12 +58,10 @@ def _kinds():
 def export_fpga(source, out, method, time_limit) -> None:
     """Write an FPGA bring-up bundle for SOURCE (an instance file, or a `pimsat solve --out` folder):
     memory and instruction images, golden results, manifest.json."""
-    from hwmodel.atomic import output_lock
-
     from .bringup.bundle import export
     from .bringup.sources import from_instance, from_solve_folder
 
-    click.get_current_context().with_resource(output_lock(out))
+    _lock_target(out)
     src = Path(source)
     compiled = from_solve_folder(src) if src.is_dir() else from_instance(source, method, time_limit)
     m = export(compiled, Path(out), source)
@@ -110,13 +118,11 @@ def check_bundle(bundle) -> None:
 def testgen(kind, seed, count, out) -> None:
     """Generate bring-up tests, each a bundle: directed (per instruction, mode and timing row),
     constrained-random, or the compiled fpga-tier instances; every one simulated when generated."""
-    from hwmodel.atomic import output_lock
-
     from .bringup.bundle import export
     from .bringup.suite import generate, write_tests
     from .bringup.testgen import GenKind
 
-    click.get_current_context().with_resource(output_lock(out))
+    _lock_target(out)
     target = Path(out)
     if target.exists() and (not target.is_dir() or (any(target.iterdir()) and not (target / "index.json").is_file())):
         raise UserError(f"{out}: exists and is not a testgen folder (no index.json); refusing to replace it")

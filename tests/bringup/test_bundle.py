@@ -4,6 +4,7 @@ bundle's streams, the golden files against the simulator, and the one-line refus
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -152,3 +153,27 @@ def test_a_damaged_bundle_is_refused_naming_the_file(gemv_bundle, tmp_path, dama
         (b / "manifest.json").write_text(json.dumps(m))
         words = ["manifest.json", "channels.0.commands"]
     _one_line_exit_2(cli("check-bundle", b), *words)
+
+
+def test_an_interrupted_export_leaves_the_old_bundle(gemv_bundle, tmp_path):
+    """SIGTERM while the new bundle is being built: exit 143, the old bundle intact, no temporaries."""
+    import os
+    import subprocess
+    import sys
+
+    b = copy_bundle(gemv_bundle, tmp_path / "b")
+    before = (b / "manifest.json").read_bytes()
+    pimsat = str(Path(sys.executable).parent / "pimsat")
+    inst = ROOT / "instances/fpga/gemv-64x128-fpga.yaml"
+    env = {**os.environ, "PIMSAT_TEST_PAUSE_AT": "built:SIGTERM"}
+    r = subprocess.run(
+        [pimsat, "export-fpga", str(inst), "--out", str(b), "--method", "greedy"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 143, r.stderr
+    assert (b / "manifest.json").read_bytes() == before
+    assert cli("check-bundle", b).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
