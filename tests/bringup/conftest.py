@@ -32,7 +32,9 @@ def require_iverilog() -> None:
 
 @pytest.fixture(scope="session")
 def bundle_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.getbasetemp().parent / "bringup-bundles"  # shared by the xdist workers
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each worker's base is popen-gwN inside the session's folder, which they share
+    d = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "bringup-bundles"
     d.mkdir(exist_ok=True)
     return d
 
