@@ -122,12 +122,30 @@ def _gpt2() -> torch.nn.Module:
     return GPT2LMHeadModel(cfg)
 
 
+def _llama_2048() -> torch.nn.Module:
+    """A mid-size Llama (hidden 2048, head_dim 128, GQA 16:4, 2 layers, vocab 32000: a 443 MB
+    archive, not a fixture) for measuring the importer; its inv_freq stays float32 after the cast
+    to fp16, as from_pretrained(torch_dtype=float16) keeps it."""
+    cfg = LlamaConfig(
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        head_dim=128,
+        num_hidden_layers=2,
+        vocab_size=32000,
+        attn_implementation="sdpa",
+    )
+    return LlamaForCausalLM(cfg)
+
+
 MODELS = {
     "tiny-llama-gqa": _llama,
     "tiny-qwen2": _qwen2,
     "tiny-gpt2": _gpt2,
     "tiny-llama-gqa-eager": lambda: _llama("eager"),  # attention as matmul, softmax, matmul
 }
+LARGE = {"llama-2048-2l": _llama_2048}  # only when named, and with --out DIR
 #: Variants of those models: ``core`` exported and then lowered to core ATen
 #: (``run_decompositions()``: linear as permute + mm/addmm, SDPA as its math decomposition with bmm
 #: and _softmax); ``b2`` two sequences per step (token ids [2, 1]); ``bf16`` in bfloat16 (the .npz
@@ -192,14 +210,19 @@ def make(name: str, seed: int = 0) -> None:
     torch.manual_seed(seed)
     base, variant = VARIANTS.get(name, (name, None))
     dtype = torch.bfloat16 if variant == "bf16" else torch.float16
-    model = MODELS[base]().to(dtype).eval()
+    model = {**MODELS, **LARGE}[base]()
+    keep = model.model.rotary_emb.inv_freq.clone() if name in LARGE else None
+    model = model.to(dtype).eval()
+    if keep is not None:  # float32, as from_pretrained(torch_dtype=...) leaves it
+        model.model.rotary_emb.inv_freq = keep
     batch = 2 if variant == "b2" else 1
     cfg = model.config
     kvh = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     step = DecodeStep(model)
-    past = [torch.randn(batch, kvh, PAST, hd, dtype=dtype) for _ in range(2 * cfg.num_hidden_layers)]
-    args = (torch.tensor([[7], [9]][:batch]), torch.tensor([[PAST]] * batch), *past)
+    past_len = 127 if name in LARGE else PAST
+    past = [torch.randn(batch, kvh, past_len, hd, dtype=dtype) for _ in range(2 * cfg.num_hidden_layers)]
+    args = (torch.tensor([[7], [9]][:batch]), torch.tensor([[past_len]] * batch), *past)
     with torch.no_grad():
         ep = torch.export.export(step, args)
         if variant == "core":
@@ -214,7 +237,7 @@ def make(name: str, seed: int = 0) -> None:
     arrays |= {f"out_{i}": _numpy(o) for i, o in enumerate(outs)}
     np.savez(OUT / f"{name}.npz", **arrays)
     print(f"{path.name}: {path.stat().st_size:,} bytes; {len(ep.graph.nodes)} nodes")
-    if variant is None:
+    if variant is None and name not in LARGE:
         doc = json.loads(cfg.to_json_string())
         doc.pop("_name_or_path", None)
         (OUT / f"{name}.config.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -226,6 +249,11 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
 
 
 if __name__ == "__main__":
+    names = sys.argv[1:]
+    if "--out" in names:  # elsewhere than the fixtures folder (the large model)
+        i = names.index("--out")
+        OUT = Path(names[i + 1])
+        names = names[:i] + names[i + 2 :]
     OUT.mkdir(parents=True, exist_ok=True)
-    for n in sys.argv[1:] or [*MODELS, *VARIANTS, "tiny-llama-gqa-static"]:
+    for n in names or [*MODELS, *VARIANTS, "tiny-llama-gqa-static"]:
         make_static(n) if n.endswith("-static") else make(n)

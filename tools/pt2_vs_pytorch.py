@@ -3,7 +3,10 @@ interpreter and compiled + simulated with every method on the archive's weights 
 inputs. Prints, per fixture, the largest |difference| from PyTorch of the logits and of the
 appended K/V caches, and whether the next token (argmax) is PyTorch's.
 
-    .venv/bin/python tools/pt2_vs_pytorch.py [--hw hbm2-pim --set organization.channels=8]
+    .venv/bin/python tools/pt2_vs_pytorch.py [PT2_OR_DIR...] [--hw hbm2-pim --set organization.channels=8]
+        [--methods naive,greedy,cpsat]
+
+Each archive needs its .npz beside it (tools/make_pt2_fixtures.py writes both).
 """
 
 from __future__ import annotations
@@ -36,13 +39,16 @@ def errors(got: list[np.ndarray], want: list[np.ndarray]) -> tuple[float, float 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("paths", nargs="*", default=[str(FIXTURES)])
+    ap.add_argument("--methods", default=",".join(m.value for m in Method))
     ap.add_argument("--hw", default="hbm2-pim")
     ap.add_argument("--set", dest="sets", action="append", default=None)
     args = ap.parse_args()
     hw = load_hardware(args.hw, args.sets if args.sets is not None else ["organization.channels=8"])
     print(f"hardware {hw.name} x{hw.organization.channels}; |err| = max |pimsat - PyTorch| (fp16 ulp at 2..4: 0.00195)")
     print(f"{'fixture':24} {'ops':>4} {'import s':>8}  {'run':10} {'logits':>9} {'K/V':>9} {'argmax':>6} {'cycles':>8}")
-    for path in sorted(FIXTURES.glob("*.pt2")):
+    paths = [q for p in map(Path, args.paths) for q in (sorted(p.glob("*.pt2")) if p.is_dir() else [p])]
+    for path in paths:
         step = dict(np.load(path.with_suffix(".npz")))
         t0 = time.perf_counter()
         imp = import_pt2(path, position=int(step["cache_position"][0]) if "cache_position" in step else None)
@@ -50,7 +56,7 @@ def main() -> None:
         want = [step[f"out_{i}"] for i in range(len(imp.outputs))]
         inputs, state = imp.step(step)
         rows = [("reference", imp.torch_outputs(ir.run(imp.program, inputs, state)), None)]
-        for m in Method:
+        for m in map(Method, args.methods.split(",") if args.methods else []):
             run = compile_and_simulate(hw, imp.program, inputs, state, SolveOptions(method=m, deterministic_time=2.0))
             assert run.verdict.outputs_match and run.verdict.bit_exact
             rows.append((m.value, imp.torch_outputs(run.outputs, banks=run.banks), run.cycles))

@@ -316,9 +316,16 @@ class _Importer:
             err = max(float(np.abs(bc - want_c).max()), float(np.abs(rc - want_s).max()))
             atol = ROPE_ATOL[self.tensors[base].dtype]
             if err > atol:
+                low = [f for f in self.inv_freq() if f in self.a.bf16 or self.inv_freq()[f].dtype == np.float16]
+                why = (
+                    f"the buffer {low[0]} is held in 16 bits and PyTorch rotates by its rounded frequencies "
+                    "(export with inv_freq in float32, as from_pretrained keeps it, not after .half())"
+                    if low
+                    else "scaled or shifted RoPE is not modelled"
+                )
                 raise self.refuse(
                     f"{what}: RoPE tables differ from theta={theta:g} at position {self.position} by {err:.2g} "
-                    f"(> {atol:g}): scaled or shifted RoPE is not modelled"
+                    f"(> {atol:g}): {why}"
                 )
             dt = self.tensors[base].dtype
             return self.emit(
@@ -327,9 +334,12 @@ class _Importer:
             )  # fmt: skip
         raise self.refuse(f"{what}: a linear combination of elements that is not rotate-half RoPE has no pimsat op")
 
-    def theta(self, head_dim: int) -> float:
+    def inv_freq(self) -> dict[str, np.ndarray]:
         stored = {**self.a.constants, **self.a.weights}
-        bufs = {f: stored[f] for f in self.g.params.values() if f.endswith(".inv_freq") and f in stored}
+        return {f: stored[f] for f in self.g.params.values() if f.endswith(".inv_freq") and f in stored}
+
+    def theta(self, head_dim: int) -> float:
+        bufs = self.inv_freq()
         if not bufs:
             raise self.refuse("RoPE: no inv_freq buffer to check its theta against")
         thetas = set()
