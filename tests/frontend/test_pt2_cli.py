@@ -86,3 +86,22 @@ def test_a_yaml_instance_names_a_pt2_file(tmp_path):
     r = cli("show", tmp_path / "i.yaml")
     assert r.exit_code == 0, r.output
     assert "tiny" in r.output
+
+
+def test_both_frontends_meet_at_one_ir():
+    """The exported Qwen2 step and its config.json give programs of the same ops (the config's adds
+    the argmax of the next token), the same weights by shape, the same RoPE and attention."""
+    from collections import Counter
+
+    imported = import_pt2(FIXTURES / "tiny-qwen2.pt2").program
+    cfg = json.loads((FIXTURES / "tiny-qwen2.config.json").read_text())
+    built = ir.build_decode_step(ir.from_hf_config(cfg), batch=1, context=5)
+    kinds = Counter(op.kind for op in built.ops)
+    kinds[ir.OpKind.argmax] -= 1
+    assert +kinds == Counter(op.kind for op in imported.ops)
+    assert sorted(t.shape for t in built.weights()) == sorted(t.shape for t in imported.weights())
+    attrs = lambda p, k: sorted(
+        tuple(sorted((a, v) for a, v in op.attrs.items() if a != "layer")) for op in p.ops if op.kind is k
+    )  # noqa: E731
+    for k in (ir.OpKind.rope, ir.OpKind.attn_score, ir.OpKind.rmsnorm):
+        assert attrs(built, k) == attrs(imported, k)

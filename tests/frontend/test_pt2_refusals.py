@@ -210,3 +210,21 @@ def test_a_norm_that_only_looks_like_rmsnorm_is_refused(tmp_path):
     with pytest.raises(ImportRefused) as e:
         import_pt2(p)
     refused(e, p, "model.model.layers.0.input_layernorm (LlamaRMSNorm)", "computes none of rmsnorm")
+
+
+def test_unknown_keys_are_ignored(tmp_path):
+    """A newer minor version may add keys: the reader ignores what it does not know."""
+
+    def extra(doc):
+        doc["some_future_field"] = {"x": 1}
+        doc["graph_module"]["graph"]["nodes"][0]["metadata"]["future_meta"] = "y"
+        doc["schema_version"]["minor"] = 99
+
+    def extra_cfg(doc):
+        doc["future"] = True
+        for entry in doc["config"].values():
+            entry["future_flag"] = 0
+
+    edit_model, edit_cfg = edit_json("models/model.json", extra), edit_json("model_weights_config.json", extra_cfg)
+    p = rewrite(LLAMA, tmp_path / "m.pt2", lambda name, data: edit_cfg(name, edit_model(name, data)))
+    assert import_pt2(p, name="same").program == import_pt2(LLAMA, name="same").program
