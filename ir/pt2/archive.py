@@ -113,8 +113,11 @@ def _decode(raw: bytes, meta: TensorMeta, where: str) -> np.ndarray:
         raise ArchiveError(f"{where}: {len(raw)} bytes is not a whole number of {meta.dtype_name} elements")
     storage = np.frombuffer(raw, dtype=dt)
     strides = meta.strides or tuple(int(np.prod(meta.sizes[i + 1 :])) for i in range(len(meta.sizes)))
+    contiguous = tuple(int(np.prod(meta.sizes[i + 1 :])) for i in range(len(meta.sizes)))
     if any(n == 0 for n in meta.sizes):
         arr = np.zeros(meta.sizes, dtype=dt)
+    elif strides == contiguous and meta.offset == 0 and storage.size == int(np.prod(meta.sizes)):
+        arr = storage.reshape(meta.sizes)  # the whole storage, in order: no copy (read-only)
     else:
         last = meta.offset + sum((n - 1) * s for n, s in zip(meta.sizes, strides))
         if meta.offset < 0 or min(strides, default=0) < 0 or last >= storage.size:

@@ -224,7 +224,8 @@ class _Importer:
         if name not in self.weights:
             dt = DType.bf16 if fqn in self.a.bf16 else self.ir_dtype({np.float16: 6, np.float32: 7}[arr.dtype.type])
             self.add_tensor(name, arr.shape, Role.weight, dt)
-            self.weights[name] = round_to(dt, np.ascontiguousarray(arr))
+            same = dt is DType.fp16 and arr.dtype == np.float16 and arr.flags.c_contiguous
+            self.weights[name] = arr if same else round_to(dt, np.ascontiguousarray(arr))
         return name
 
     def emit(self, base: str, kind: OpKind, inputs: list[str], shape, dtype: DType, layer=-1, **attrs) -> str:
