@@ -66,14 +66,14 @@ class DecodeStep(torch.nn.Module):
         return (out.logits, *new)
 
 
-def _llama(attn: str = "sdpa") -> torch.nn.Module:
+def _llama(attn: str = "sdpa", layers: int = 2) -> torch.nn.Module:
     cfg = LlamaConfig(
         hidden_size=64,
         intermediate_size=128,
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=16,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         vocab_size=256,
         max_position_embeddings=64,
         rms_norm_eps=1e-5,
@@ -188,6 +188,44 @@ def make_static(name: str = "tiny-llama-gqa-static", seed: int = 0) -> None:
     print(f"{path.name}: {path.stat().st_size:,} bytes; {len(ep.graph.nodes)} nodes")
 
 
+@torch.library.custom_op("pimsat_fixture::quick_act", mutates_args=())
+def quick_act(x: torch.Tensor) -> torch.Tensor:
+    """A custom op (what a frontend team's fused kernel looks like in an exported graph)."""
+    return x * torch.sigmoid(1.702 * x)
+
+
+@quick_act.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class QuickAct(torch.nn.Module):
+    def forward(self, x):
+        return quick_act(x)
+
+
+def make_refused() -> None:
+    """One-layer Llama steps pimsat must refuse: ``refuse-custom-op`` (the MLP's activation is a
+    torch.library custom op) and ``refuse-dynamic`` (exported with a dynamic past length)."""
+    for name in ("refuse-custom-op", "refuse-dynamic"):
+        torch.manual_seed(0)
+        model = _llama(layers=1).to(torch.float16).eval()
+        if name == "refuse-custom-op":
+            model.model.layers[0].mlp.act_fn = QuickAct()
+        past = [torch.randn(1, 2, PAST, 16, dtype=torch.float16) for _ in range(2)]
+        args = (torch.tensor([[7]]), torch.tensor([[PAST]]), *past)
+        dynamic = None
+        if name == "refuse-dynamic":
+            n = torch.export.Dim.AUTO
+            dynamic = {"input_ids": None, "position_ids": None, "past": ({2: n}, {2: n})}
+        with torch.no_grad():
+            ep = torch.export.export(DecodeStep(model), args, dynamic_shapes=dynamic)
+        path = OUT / f"{name}.pt2"
+        torch.export.save(ep, path)
+        _strip(path)
+        print(f"{path.name}: {path.stat().st_size:,} bytes; {len(ep.graph.nodes)} nodes")
+
+
 def _strip(path: Path) -> None:
     """Remove every node's stack_trace (absolute paths of this machine) and from_node (the passes'
     provenance, with Python object ids that change on every run) from models/*.json."""
@@ -255,5 +293,8 @@ if __name__ == "__main__":
         OUT = Path(names[i + 1])
         names = names[:i] + names[i + 2 :]
     OUT.mkdir(parents=True, exist_ok=True)
-    for n in names or [*MODELS, *VARIANTS, "tiny-llama-gqa-static"]:
-        make_static(n) if n.endswith("-static") else make(n)
+    for n in names or [*MODELS, *VARIANTS, "tiny-llama-gqa-static", "refused"]:
+        if n == "refused":
+            make_refused()
+        else:
+            make_static(n) if n.endswith("-static") else make(n)

@@ -81,6 +81,12 @@ def _module(meta: dict[str, Any]) -> tuple[str, str, int | None]:
 
 def parse(archive: Archive) -> Graph:
     g, sig, src = archive.graph, archive.signature, archive.path
+    symbols = sorted(archive.model.get("range_constraints") or {}) or sorted(g.get("sym_int_values") or {})
+    if symbols:
+        raise ArchiveError(
+            f"{src}: dynamic shapes are not supported (symbolic sizes {', '.join(symbols[:4])}); "
+            "export the decode step with static shapes"
+        )
     params, constants, user_inputs = {}, {}, []
     for spec in sig["input_specs"]:
         (kind, v), *_ = spec.items()

@@ -105,3 +105,26 @@ def test_both_frontends_meet_at_one_ir():
     )  # noqa: E731
     for k in (ir.OpKind.rope, ir.OpKind.attn_score, ir.OpKind.rmsnorm):
         assert attrs(built, k) == attrs(imported, k)
+
+
+@pytest.mark.parametrize(
+    "name,words",
+    [
+        (
+            "refuse-custom-op",
+            ["node 'quick_act'", "pimsat_fixture.quick_act.default", "layers.0.mlp.act_fn (QuickAct)"],
+        ),
+        ("refuse-dynamic", ["dynamic shapes are not supported", "static shapes"]),
+    ],
+)
+def test_real_exports_pimsat_refuses(tmp_path, name, words):
+    """Written by torch itself (tools/make_pt2_fixtures.py): a torch.library custom op in the MLP,
+    and a step exported with a dynamic past length."""
+    for args in (
+        ["import", FIXTURES / f"{name}.pt2", "--out", tmp_path / "p.json"],
+        ["show", FIXTURES / f"{name}.pt2"],
+    ):
+        r = cli(*args)
+        assert r.exit_code == 2, r.output
+        line = r.output.strip()
+        assert "\n" not in line and all(w in line for w in words), line
