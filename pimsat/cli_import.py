@@ -70,6 +70,8 @@ def import_(source, position, batch, layers, out, weights_path) -> None:
             raise UserError(f"{source}: --weights: a config.json has no weights")
         with atomic_open(weights_path, binary=True) as f:
             np.savez(f, **weights)
+    for note in program.meta.get("pt2_notes", []):
+        console.print(f"note: {note}")
     kinds = sorted({op.kind.value for op in program.ops})
     console.print(
         f"{program.name}: {len(program.ops)} ops ({', '.join(kinds)}), weights {format_bytes(program.weight_bytes())}, "

@@ -409,6 +409,7 @@ class _Importer:
             "dtype": (dts.pop() if len(dts) == 1 else DType.fp16).value,
             "fixed_inputs": {k: v for k, v in self.fixed.items() if k in ins},
             "pt2_outputs": [n for n in self.g.user_outputs],
+            "pt2_notes": list(self.notes),  # what the import assumed (e.g. finite attention scores)
         }
         # the caches after the append are the program's state updates, not host outputs
         host_out = [n for n in out_names if tensors[n].role is Role.activation]
