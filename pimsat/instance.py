@@ -10,10 +10,11 @@ An instance file is YAML (or JSON):
 
 program.kind is `gemv` (n, k, batch, dtype, bias), `attention` (heads, kv_heads, head_dim,
 context, batch), `model` (preset or config, batch, context, layers, embed, lm_head) or `pt2`
-(path of a torch.export archive, relative to the instance file; position). A `.pt2` file given
-where an instance is expected is an instance of kind pt2 itself (hardware: the default preset).
-Weights for functional runs come from the seeded generator (ir.generate_state); the archive's own
-weights are in ir.pt2.import_pt2(...).weights (the pipeline does not read them yet).
+(path of a torch.export archive, relative to the instance file; position; inputs, an .npz of the
+step's inputs). A `.pt2` file given where an instance is expected is an instance of kind pt2
+itself (hardware: the default preset). Values for functional runs: :meth:`Instance.values` (the
+seeded generator's; for pt2 the archive's weights). The pipeline still takes the seeded
+generator's (pipeline.simulate_program), for every kind.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 import ir
@@ -56,6 +58,7 @@ class ProgramSpec(_Strict):
     # pt2
     path: str | None = None
     position: int | None = Field(default=None, ge=0)
+    inputs: str | None = None  # .npz of the exported graph's user inputs for a functional run
     # common
     batch: int = Field(default=1, ge=1, le=1024)
     context: int = Field(default=0, ge=0, le=1 << 20)
@@ -87,16 +90,45 @@ class Instance(_Strict):
     hardware: HardwareSpec = Field(default_factory=HardwareSpec)
     seed: int = Field(default=0, ge=0)  # numpy's generators take no negative seed
     _source: str = PrivateAttr(default="<instance>")
+    _imported: Any = PrivateAttr(default=None)
+
+    def _file(self, name: str) -> Path:
+        """A path the instance names, relative to the instance file."""
+        path = Path(name)
+        if not path.is_absolute() and self._source != "<instance>" and Path(self._source).suffix != ".pt2":
+            path = Path(self._source).parent / path
+        return path
+
+    def imported(self):
+        """The ir.pt2.Imported of a pt2 instance (imported once)."""
+        from ir.pt2 import import_pt2
+
+        if self._imported is None:
+            self._imported = import_pt2(self._file(self.program.path), position=self.program.position, name=self.name)
+        return self._imported
+
+    def values(self, program: ir.Program) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """(inputs, state) of a functional run of ``program`` (this instance's). The seeded
+        generator's (seed), except for kind pt2: the archive's own weights (and static caches),
+        with the step's inputs from ``program.inputs`` (an .npz of the exported graph's user inputs,
+        as tools/make_pt2_fixtures.py writes them) or, without it, the seeded generator's."""
+        inputs, state = ir.generate_inputs(program, seed=self.seed), ir.generate_state(program, seed=self.seed)
+        if self.program.kind != "pt2":
+            return inputs, state
+        imp = self.imported()
+        if self.program.inputs is not None:
+            path = self._file(self.program.inputs)
+            try:
+                with np.load(path) as step:
+                    return imp.step(dict(step))
+            except (OSError, ValueError) as e:
+                raise InstanceError(f"{path}: program.inputs: not an .npz of the step's inputs ({e})") from None
+        return inputs, {**state, **imp.weights, **imp.step_state_static()}
 
     def build_program(self) -> ir.Program:
         p = self.program
         if p.kind == "pt2":
-            from ir.pt2 import import_pt2
-
-            path = Path(p.path)
-            if not path.is_absolute() and self._source != "<instance>" and Path(self._source).suffix != ".pt2":
-                path = Path(self._source).parent / path
-            return import_pt2(path, position=p.position, name=self.name).program
+            return self.imported().program
         if p.kind == "gemv":
             return ir.gemv_program(p.n, p.k, batch=p.batch, dtype=p.dtype, bias=p.bias)
         if p.kind == "attention":

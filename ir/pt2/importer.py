@@ -98,7 +98,7 @@ class Imported:
             if name in fixed and np.any(v != fixed[name]):
                 raise IRError(f"inputs: {graph_name}: {v.tolist()} differs from the imported position {fixed[name]}")
             inputs[name] = v.astype(np.int32)
-        state = dict(self.weights) | {k: round_to(prog.tensors[k].dtype, v) for k, v in self.static_caches.items()}
+        state = dict(self.weights) | self.step_state_static()
         for root, graph_name in graph_caches.items():
             t = prog.tensors[root]
             past = np.asarray(user_inputs[graph_name])
@@ -106,6 +106,10 @@ class Imported:
             arr[:, :, : past.shape[2], :] = past
             state[root] = round_to(t.dtype, arr)
         return inputs, state
+
+    def step_state_static(self) -> dict[str, np.ndarray]:
+        """The static caches the archive holds, in storage form (state that is not a graph input)."""
+        return {k: round_to(self.program.tensors[k].dtype, v) for k, v in self.static_caches.items()}
 
     def torch_outputs(self, values, banks=None) -> list[np.ndarray]:
         """The graph's user outputs (in torch shapes) from the program's tensor values (the
