@@ -73,7 +73,7 @@ def _workloads(tmp: Path, commands: int, only: set[str] | None, instance: str) -
     dram = {
         "tiny": dict(kind="random", commands=100, writes=1 / 3, row_hits=0.25),
         "random": dict(kind="random", commands=commands, writes=1 / 3, row_hits=0.25),
-        "sequential": dict(kind="sequential", commands=commands, writes=1 / 3, row_hits=0.25),
+        "sequential": dict(kind="sequential", commands=commands, writes=1 / 3, row_hits=0.25, ref_every=480),
         "reads": dict(kind="random", commands=commands, writes=0.0, row_hits=0.25),
         "writes": dict(kind="random", commands=commands, writes=1.0, row_hits=0.25),
     }
