@@ -20,6 +20,21 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 DEFAULT_INSTANCE = Path(__file__).resolve().parent.parent / "instances" / "micro" / "gemv-4096-hbm2-64ch.yaml"
 
 
+def cell(v, col) -> str:
+    """A table cell: — for None, percentages for gaps and utilisation, thousands separators."""
+    if v is None:
+        return "—"
+    if col in ("gap", "hardware_gap"):
+        return f"{v * 100:.2f} %"
+    if col == "utilization":
+        return f"{v * 100:.1f} %"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
 def _loaded(*names: str) -> tuple[type, ...]:
     """The exception classes `module:Class` among modules already imported: an error of a class
     whose module was never imported cannot have been raised, so the guard imports nothing."""

@@ -17,6 +17,7 @@ from solver.problem import Method
 
 from . import signals
 from .cli_base import DEFAULT_INSTANCE, UserError, console, guard, main
+from .cli_base import cell as _cell
 from .instance import instance_files, load_instance
 from .options import DEFAULT_WORK_BUDGET, DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
 
@@ -281,20 +282,6 @@ def compare(
         _atomic_write(Path(csv_path), buf.getvalue())
     if json_path:
         _atomic_write(Path(json_path), json.dumps(rows, indent=2) + "\n")
-
-
-def _cell(v, col) -> str:
-    if v is None:
-        return "—"
-    if col in ("gap", "hardware_gap"):
-        return f"{v * 100:.2f} %"
-    if col == "utilization":
-        return f"{v * 100:.1f} %"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
-    if isinstance(v, float):
-        return f"{v:.2f}"
-    return str(v)
 
 
 def _atomic_write(path: Path, text: str) -> None:

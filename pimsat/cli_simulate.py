@@ -10,19 +10,8 @@ import click
 from rich.table import Table
 
 from .cli_base import CompilerError, UserError, console, guard, main
+from .cli_base import cell as _cell
 from .options import nonempty
-
-
-def _cell(v, col) -> str:
-    if v is None:
-        return "—"
-    if col == "utilization":
-        return f"{v * 100:.1f} %"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
-    if isinstance(v, float):
-        return f"{v:.2f}"
-    return str(v)
 
 
 @main.command()
