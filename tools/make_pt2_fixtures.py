@@ -39,6 +39,8 @@ from transformers import (
     GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
+    OPTConfig,
+    OPTForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
 )
@@ -122,6 +124,24 @@ def _gpt2() -> torch.nn.Module:
     return GPT2LMHeadModel(cfg)
 
 
+def _opt() -> torch.nn.Module:
+    cfg = OPTConfig(
+        hidden_size=64,
+        ffn_dim=256,
+        num_attention_heads=4,
+        num_hidden_layers=2,
+        vocab_size=256,
+        word_embed_proj_dim=64,
+        max_position_embeddings=64,
+        init_std=0.1,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=1,
+        attn_implementation="sdpa",
+    )
+    return OPTForCausalLM(cfg)
+
+
 def _llama_2048() -> torch.nn.Module:
     """A mid-size Llama (hidden 2048, head_dim 128, GQA 16:4, 2 layers, vocab 32000: a 443 MB
     archive, not a fixture) for measuring the importer; its inv_freq stays float32 after the cast
@@ -143,6 +163,7 @@ MODELS = {
     "tiny-llama-gqa": _llama,
     "tiny-qwen2": _qwen2,
     "tiny-gpt2": _gpt2,
+    "tiny-opt": _opt,  # learned positions offset by 2, q scaled before SDPA, ReLU
     "tiny-llama-gqa-eager": lambda: _llama("eager"),  # attention as matmul, softmax, matmul
 }
 LARGE = {"llama-2048-2l": _llama_2048}  # only when named, and with --out DIR

@@ -124,8 +124,17 @@ def sdpa(imp, n, args):
         shape = np.broadcast_shapes(visible.shape, seen.shape)
         if not np.array_equal(np.broadcast_to(visible, shape), np.broadcast_to(seen, shape)):
             raise imp.refuse(f"the attention mask is not causal at position {imp.position} (it hides or shows others)")
-    imp.scale_ok(args.get("scale"), hd)
-    qn = imp.materialize(q, "query")
+    scale = args.get("scale")
+    factor = 1.0 if scale is None else scale * math.sqrt(hd)  # pimsat's scores are q . k / sqrt(head_dim)
+    if abs(factor - 1) <= 1e-6:
+        qn = imp.materialize(q, "query")
+    else:  # the query may carry the rest of the scale (OPT scales q_proj's output, then SDPA by 1)
+        try:
+            qn = imp.materialize(q.scaled(np.float64(factor)), "query")
+        except ImportRefused:
+            raise imp.refuse(
+                f"attention scale {scale!r} times the query's factor is not 1/sqrt(head_dim) = {1 / math.sqrt(hd)!r}"
+            ) from None
     dt = imp.tensors[qn].dtype
     geo = {"heads": heads, "kv_heads": kvh, "head_dim": hd, "position": imp.position}
     seen_shape = (b, heads, imp.position + 1)  # a static cache's later positions are masked out

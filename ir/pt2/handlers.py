@@ -45,10 +45,14 @@ def fold(imp, n: Node, args: dict[str, Any]) -> None:
         result = aten.evaluate(n.target, {k: _raw(v) for k, v in args.items()})
     src = args.get("self")
     keep = isinstance(src, Const) and src.fqn is not None
+    # integers computed from the step's position stay "position" (OPT's ids + 2 index its table)
+    pos = next((v for v in _flat(list(args.values())) if isinstance(v, Const) and v.position), None)
     for name, arr in zip(n.outputs, result if isinstance(result, list) else [result]):
         if name is None:
             continue
         c = Const(np.asarray(arr))
+        if pos is not None and np.issubdtype(c.arr.dtype, np.integer) and c.arr.ndim in (1, 2):
+            c = Const(c.arr, position=True, input_name=pos.input_name)
         if keep and n.target in _TRANSPOSES and src.arr.ndim == 2:
             c = Const(c.arr, fqn=src.fqn, transposed=not src.transposed)
         elif keep and (n.target in aten.CASTS or n.target in ("aten.alias.default", "aten.detach.default")):
@@ -143,9 +147,13 @@ def _embedding(imp, n, args):
         raise imp.refuse("an embedding table that is not a stored [V, H] weight")
     ind = args["indices"]
     if isinstance(ind, Const) and ind.position:
+        values = np.unique(ind.arr)
+        if values.size != 1 or ind.arr.ndim not in (1, 2) or (ind.arr.ndim == 2 and ind.arr.shape[1] != 1):
+            raise imp.refuse(f"position indices {ind.arr.tolist()}: one position per sequence expected")
+        # the graph's position input, fixed at the row it reads (position + offset)
         ids = imp.add_tensor(ind.input_name, (ind.arr.shape[0],), Role.activation, DType.int32)
         imp.inputs[ids] = ind.input_name
-        imp.fixed[ids] = imp.position
+        imp.fixed[ids] = int(values[0])
         shape = ind.arr.shape
     else:
         ids, shape = imp.materialize(ind, "token ids"), ind.shape

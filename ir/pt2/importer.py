@@ -95,8 +95,8 @@ class Imported:
         inputs = {}
         for name, graph_name in self.inputs.items():
             v = np.asarray(user_inputs[graph_name]).reshape(-1)
-            if name in fixed and np.any(v != fixed[name]):
-                raise IRError(f"inputs: {graph_name}: {v.tolist()} differs from the imported position {fixed[name]}")
+            if name in fixed:  # a position input (checked above) reads the row the graph computes from it
+                v = np.full(v.shape, fixed[name])
             inputs[name] = v.astype(np.int32)
         state = dict(self.weights) | self.step_state_static()
         for root, graph_name in graph_caches.items():

@@ -23,6 +23,7 @@ NAMES = (
     "tiny-llama-gqa",
     "tiny-qwen2",
     "tiny-gpt2",
+    "tiny-opt",
     "tiny-llama-gqa-core",  # core ATen (run_decompositions)
     "tiny-gpt2-core",
     "tiny-llama-gqa-eager",  # eager attention: matmul, softmax, matmul

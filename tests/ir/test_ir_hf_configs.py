@@ -138,6 +138,8 @@ def _state(program: ir.Program, name: str, step: dict) -> dict[str, np.ndarray]:
     for t in program.weights():
         if name == "tiny-gpt2":
             arr = _gpt2_weight(w, t.name, program)
+        elif name == "tiny-opt":
+            arr = w[_opt_name(t.name)]
         else:
             arr = w["model.lm_head.weight"] if t.name == "lm_head.weight" else w[f"model.model.{t.name}"]
         assert arr.shape == t.shape, t.name
@@ -177,6 +179,26 @@ def _gpt2_weight(w: dict, name: str, program: ir.Program) -> np.ndarray:
     return fused.T[part * h : (part + 1) * h] if kind == "weight" else fused[part * h : (part + 1) * h]
 
 
+def _opt_name(name: str) -> str:
+    """The OPT checkpoint's name of a builder weight."""
+    d = "model.model.decoder"
+    top = {"embed_tokens.weight": f"{d}.embed_tokens.weight", "embed_positions.weight": f"{d}.embed_positions.weight"}
+    if name in top:
+        return top[name]
+    if name.startswith("norm."):
+        return f"{d}.final_layer_norm.{name.split('.')[-1]}"
+    _, i, *rest = name.split(".")
+    mod, kind = ".".join(rest[:-1]), rest[-1]
+    mod = {
+        "input_layernorm": "self_attn_layer_norm",
+        "post_attention_layernorm": "final_layer_norm",
+        "self_attn.o_proj": "self_attn.out_proj",
+        "mlp.up_proj": "fc1",
+        "mlp.down_proj": "fc2",
+    }.get(mod, mod)
+    return f"{d}.layers.{i}.{mod}.{kind}"
+
+
 def _run(cfg: dict, name: str):
     step = dict(np.load(FIXTURES / f"{name}.npz"))
     program = ir.build_decode_step(from_hf_config(cfg), batch=1, context=int(step["position_ids"][0, 0]))
@@ -189,7 +211,7 @@ def _fixed(program: ir.Program) -> dict:
     return {k: np.full((1,), v, np.int32) for k, v in program.meta["fixed_inputs"].items()}
 
 
-@pytest.mark.parametrize("name", ["tiny-llama-gqa", "tiny-qwen2", "tiny-gpt2"])
+@pytest.mark.parametrize("name", ["tiny-llama-gqa", "tiny-qwen2", "tiny-gpt2", "tiny-opt"])
 def test_config_builds_what_pytorch_computes(name):
     got, want, *_ = _run(_fixture_config(name), name)
     ok, err = within_tolerance(got, want.astype(np.float32), "fp16")
