@@ -151,10 +151,31 @@ def _solver_flags(fn):
     help="Write report.json, streams/, schedule.json, trace.json.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
+@click.option(
+    "--inputs",
+    "step_inputs",
+    type=click.Path(),
+    default=None,
+    callback=nonempty,
+    help="A .pt2 instance's step: an .npz of the exported graph's user inputs (program.inputs); "
+    "with PyTorch's outputs in it (out_0, ...) the simulated step is checked against them.",
+)
 @_solver_flags
 @guard
 def solve(
-    instance, method, out, as_json, preset, sets, time_limit, workers, seed, groups, timing_only, deterministic_time
+    instance,
+    method,
+    out,
+    as_json,
+    step_inputs,
+    preset,
+    sets,
+    time_limit,
+    workers,
+    seed,
+    groups,
+    timing_only,
+    deterministic_time,
 ) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
     from .pipeline import run
@@ -163,6 +184,14 @@ def solve(
     if out:  # a second writer of this folder is refused now, not after the solve
         click.get_current_context().with_resource(output_lock(out))
     inst = load_instance(instance)
+    if step_inputs is not None:
+        if inst.program.kind != "pt2":
+            raise UserError(f"--inputs: {instance} is a {inst.program.kind} instance; --inputs is for a .pt2 program")
+        if timing_only:
+            raise UserError("--inputs: a timing-only run reads no values")
+        if not Path(step_inputs).is_file():
+            raise UserError(f"--inputs: {step_inputs}: no such file")
+        inst.program.inputs = str(Path(step_inputs).resolve())
     with _live(method, not as_json) as live:
         r = run(
             inst,
@@ -182,6 +211,12 @@ def solve(
         )
     signals.ensure()
     rep = report_dict(r)
+    pytorch = None
+    if inst.program.kind == "pt2":
+        from .pt2_run import against_pytorch
+
+        pytorch = against_pytorch(inst, r.program, r.sim)
+        rep["pytorch"] = None if pytorch is None else pytorch.as_dict()
     if out:
         from .output import write_outputs
 
@@ -190,10 +225,23 @@ def solve(
         click.echo(json.dumps(rep, indent=2))
     else:
         print_summary(rep)
+        if pytorch is not None:
+            verdict = "within tolerance" if pytorch.outputs_match else "OUTSIDE tolerance"
+            token = "equal" if pytorch.next_token_equal else "DIFFERENT"
+            console.print(
+                f"against PyTorch ({pytorch.source}): outputs {verdict} (max |err| {pytorch.max_abs_error:.3g}), "
+                f"next token {token}"
+            )
         if out:
-            console.print(f"wrote {out}/report.json, streams/, schedule.json, trace.json")
+            console.print(f"wrote {out}/report.json, streams/, schedule.json, trace.json, outputs/")
     if rep["outputs_match"] is False:
         raise UserError(f"{inst.name}: simulated outputs differ from the reference (max |err| {rep['max_abs_error']})")
+    if pytorch is not None and not (pytorch.outputs_match and pytorch.next_token_equal):
+        token = "equal" if pytorch.next_token_equal else "different"
+        raise UserError(
+            f"{inst.name}: simulated step differs from PyTorch's outputs in {pytorch.source} "
+            f"(max |err| {pytorch.max_abs_error:.3g}, next token {token})"
+        )
 
 
 @main.command()

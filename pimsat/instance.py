@@ -13,8 +13,8 @@ context, batch), `model` (preset or config, batch, context, layers, embed, lm_he
 (path of a torch.export archive, relative to the instance file; position; inputs, an .npz of the
 step's inputs). A `.pt2` file given where an instance is expected is an instance of kind pt2
 itself (hardware: the default preset). Values for functional runs: :meth:`Instance.values` (the
-seeded generator's; for pt2 the archive's weights). The pipeline still takes the seeded
-generator's (pipeline.simulate_program), for every kind.
+seeded generator's; for pt2 the archive's weights and, with `inputs`, the step's inputs), which
+the pipeline's simulate stage takes (pipeline.simulate_program).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Instance(_Strict):
     _source: str = PrivateAttr(default="<instance>")
     _imported: Any = PrivateAttr(default=None)
 
-    def _file(self, name: str) -> Path:
+    def file(self, name: str) -> Path:
         """A path the instance names, relative to the instance file."""
         path = Path(name)
         if not path.is_absolute() and self._source != "<instance>" and Path(self._source).suffix != ".pt2":
@@ -104,7 +104,7 @@ class Instance(_Strict):
         from ir.pt2 import import_pt2
 
         if self._imported is None:
-            self._imported = import_pt2(self._file(self.program.path), position=self.program.position, name=self.name)
+            self._imported = import_pt2(self.file(self.program.path), position=self.program.position, name=self.name)
         return self._imported
 
     def values(self, program: ir.Program) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -117,7 +117,7 @@ class Instance(_Strict):
             return inputs, state
         imp = self.imported()
         if self.program.inputs is not None:
-            path = self._file(self.program.inputs)
+            path = self.file(self.program.inputs)
             try:
                 with np.load(path) as step:
                     return imp.step(dict(step))

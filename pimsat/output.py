@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hwmodel.atomic import write_text
 from hwmodel.streams_io import write_dir_atomically, write_streams
 
@@ -53,6 +55,12 @@ def write_outputs(r: RunResult, report: dict[str, Any], out: str | Path, trace: 
                 "compiled": {"method": r.solution.method, "predicted_cycles": r.compiled.predicted_cycles},
             },
         )
+        outputs = getattr(r.sim, "outputs", None) or {}
+        if outputs:  # a functional run: the host tensors the program leaves, as computed by the simulator
+            (tmp / "outputs").mkdir()
+            for name, values in sorted(outputs.items()):
+                with open(tmp / "outputs" / f"{name.replace('/', '_')}.npy", "wb") as f:
+                    np.save(f, np.asarray(values))
         if trace and getattr(r.sim, "log", None) is not None:
             from sim.traces import write_chrome_trace
 

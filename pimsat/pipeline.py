@@ -266,16 +266,23 @@ class Verdict:
 
 
 def simulate_program(
-    hw: Hardware, program: ir.Program, compiled: Compiled, *, functional: bool, record: bool, seed: int, progress=None
+    hw: Hardware,
+    program: ir.Program,
+    compiled: Compiled,
+    *,
+    functional: bool,
+    record: bool,
+    values: Callable[[ir.Program], tuple[dict, dict]],
+    progress=None,
 ):
     """Stage 4: run the streams in the simulator; (result, inputs, state) (inputs and state None
-    when timing-only)."""
+    when timing-only). ``values(program)`` gives a functional run's (inputs, state): the
+    instance's (Instance.values: the seeded generator's, an imported archive's own weights)."""
     import sim
 
     state = inputs = None
     if functional:
-        state = ir.generate_state(program, seed=seed)
-        inputs = ir.generate_inputs(program, seed=seed)
+        inputs, state = values(program)
     result = sim.simulate(
         hw,
         compiled.streams,
@@ -344,7 +351,7 @@ def run(
         selected.compiled,
         functional=functional,
         record=opts.record,
-        seed=instance.seed,
+        values=instance.values,
         progress=opts.sim_progress,
     )
     clock["simulate"] = time.perf_counter() - t3

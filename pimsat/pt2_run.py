@@ -36,4 +36,46 @@ def compile_and_simulate(
     return Run(verdict, int(result.cycles), dict(result.outputs), result.resident)
 
 
-__all__ = ["Run", "compile_and_simulate"]
+@dataclass
+class AgainstPyTorch:
+    """A simulated step of an imported archive against the outputs PyTorch computed for it (the
+    ``out_0``, ``out_1``, ... arrays of the step's .npz, as tools/make_pt2_fixtures.py writes them)."""
+
+    source: str  # the .npz
+    outputs_match: bool  # every graph output within the dtype's tolerance of PyTorch's
+    max_abs_error: float
+    next_token_equal: bool  # argmax over the last axis of the first output (the logits)
+
+    def as_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "outputs_match": self.outputs_match,
+            "max_abs_error": self.max_abs_error,
+            "next_token_equal": self.next_token_equal,
+        }
+
+
+def against_pytorch(instance, program: ir.Program, result) -> AgainstPyTorch | None:
+    """The functional ``result`` of ``instance`` (kind pt2, with ``program.inputs``) against
+    PyTorch's own outputs of that step; None when there is nothing to compare with (another kind,
+    a timing-only run, or a step .npz without PyTorch's outputs)."""
+    from hwmodel.numerics import within_tolerance
+
+    if instance.program.kind != "pt2" or instance.program.inputs is None or not result.outputs:
+        return None
+    imp = instance.imported()
+    path = instance.file(instance.program.inputs)
+    with np.load(path) as step:
+        want = [step[f"out_{i}"] for i in range(len(imp.outputs)) if f"out_{i}" in step]
+    if len(want) != len(imp.outputs):
+        return None
+    got = imp.torch_outputs(result.outputs, banks=result.resident)
+    match, worst = True, 0.0
+    for (name, _), g, w in zip(imp.outputs, got, want):
+        ok, err = within_tolerance(g, np.asarray(w, dtype=np.float32), program.tensors[name].dtype.value)
+        match, worst = match and bool(ok), max(worst, float(err))
+    same_token = bool(np.array_equal(np.asarray(got[0]).argmax(-1), np.asarray(want[0]).argmax(-1)))
+    return AgainstPyTorch(str(path), match, worst, same_token)
+
+
+__all__ = ["AgainstPyTorch", "Run", "against_pytorch", "compile_and_simulate"]

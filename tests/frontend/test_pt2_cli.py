@@ -76,6 +76,62 @@ def test_solve_a_pt2_file_directly(tmp_path):
     assert rep["instance"] == "tiny-llama-gqa" and rep["outputs_match"] is True and rep["violations"] == 0
 
 
+HW = ("--hw", "hbm2-pim", "--set", "organization.channels=8", "--method", "greedy")
+
+
+def test_solve_with_the_steps_inputs_is_checked_against_pytorch(tmp_path):
+    """`solve X.pt2 --inputs STEP.npz`: the functional run takes the archive's weights and the
+    step's inputs, and its outputs (written to outputs/) are PyTorch's within tolerance."""
+    import numpy as np
+
+    from hwmodel.numerics import within_tolerance
+
+    opt = FIXTURES / "tiny-opt.pt2"
+    r = cli("solve", opt, "--inputs", FIXTURES / "tiny-opt.npz", *HW, "--json", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["pytorch"]["outputs_match"] and rep["pytorch"]["next_token_equal"], rep["pytorch"]
+    imp = import_pt2(opt)
+    logits = np.load(tmp_path / "o" / "outputs" / f"{imp.outputs[0][0]}.npy")
+    want = np.load(FIXTURES / "tiny-opt.npz")["out_0"]
+    ok, err = within_tolerance(logits.reshape(want.shape), want.astype(np.float32), "fp16")
+    assert ok, err
+
+
+def test_a_step_that_differs_from_pytorch_exits_2(tmp_path):
+    """The check can fail: PyTorch's logits with the top token moved elsewhere."""
+    import numpy as np
+
+    step = dict(np.load(FIXTURES / "tiny-opt.npz"))
+    logits = step["out_0"].copy()
+    top = int(logits.reshape(-1).argmax())
+    logits.reshape(-1)[top] = logits.min() - 1
+    step["out_0"] = logits
+    np.savez(tmp_path / "step.npz", **step)
+    r = cli("solve", FIXTURES / "tiny-opt.pt2", "--inputs", tmp_path / "step.npz", *HW)
+    assert r.exit_code == 2, r.output
+    assert "OUTSIDE tolerance" in r.output and "next token DIFFERENT" in r.output
+    assert "differs from PyTorch's outputs" in r.output.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (
+            [FIXTURES.parents[2] / "instances/fpga/gemv-64x128-fpga.yaml", "--inputs", FIXTURES / "tiny-opt.npz"],
+            ["for a .pt2 program"],
+        ),
+        ([FIXTURES / "tiny-opt.pt2", "--inputs", "nope.npz"], ["nope.npz: no such file"]),
+        ([FIXTURES / "tiny-opt.pt2", "--inputs", FIXTURES / "tiny-opt.npz", "--timing-only"], ["reads no values"]),
+    ],
+)
+def test_bad_inputs_option_exits_2_with_one_line(args, words):
+    r = cli("solve", *args)
+    assert r.exit_code == 2, r.output
+    line = r.output.strip()
+    assert "\n" not in line and all(w in line for w in words), line
+
+
 def test_a_yaml_instance_names_a_pt2_file(tmp_path):
     import shutil
 
