@@ -107,6 +107,15 @@ def _number(a, i, j):  # pragma: no cover - compiled
     return v, True
 
 
+@njit(inline=True)
+def _find(keys, key):  # pragma: no cover - compiled
+    """The index of ``key`` in ``keys`` (a packed mnemonic or field name), -1 if absent."""
+    for t in range(len(keys)):
+        if keys[t] == key:
+            return t
+    return -1
+
+
 @njit
 def _assemble(a, mn_keys, name_keys, field_pos, shift, bits, required, default_lo, opcode, cyc, lo_out, hi_out):
     """Records of the assembly bytes `a` into cyc/lo_out/hi_out: their count, or -1 where the
@@ -145,11 +154,7 @@ def _assemble(a, mn_keys, name_keys, field_pos, shift, bits, required, default_l
         j = _token_end(a, i)
         if j - i > 8:
             return -1
-        key = _pack(a, i, j)
-        op = -1
-        for t in range(len(mn_keys)):
-            if mn_keys[t] == key:
-                op = t
+        op = _find(mn_keys, _pack(a, i, j))
         if op < 0:
             return -1
         i = j
@@ -170,11 +175,7 @@ def _assemble(a, mn_keys, name_keys, field_pos, shift, bits, required, default_l
                 e += 1
             if e >= n or a[e] != 61 or e == i or e - i > 8:
                 return -1
-            key = _pack(a, i, e)
-            name = -1
-            for t in range(len(name_keys)):
-                if name_keys[t] == key:
-                    name = t
+            name = _find(name_keys, _pack(a, i, e))
             if name < 0:
                 return -1
             pos = field_pos[op, name]

@@ -66,6 +66,22 @@ def _layout(spec: OpSpec) -> _Layout:
 
 LAYOUTS: dict[str, _Layout] = {o.mnemonic: _layout(o) for o in ISA.ops}
 _BY_OPCODE: dict[int, _Layout] = {o.opcode: LAYOUTS[o.mnemonic] for o in ISA.ops}
+#: the most fields any instruction has
+MAX_FIELDS = max(len(o.fields) for o in ISA.ops)
+
+
+def layout_arrays() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """LAYOUTS as arrays indexed by the opcode byte, for vectorised and compiled decoders: (field
+    shifts, field widths: int64 (256, MAX_FIELDS), width 0 where there is no such field; used
+    bits: int64 (256,), 0 for a byte that is no opcode)."""
+    shift = np.zeros((256, MAX_FIELDS), dtype=np.int64)
+    width = np.zeros((256, MAX_FIELDS), dtype=np.int64)
+    used = np.zeros(256, dtype=np.int64)
+    for code, lay in _BY_OPCODE.items():
+        shift[code, : len(lay.shifts)] = lay.shifts
+        width[code, : len(lay.widths)] = lay.widths
+        used[code] = lay.used_bits
+    return shift, width, used
 
 
 # --- single words ---------------------------------------------------------------------------
@@ -184,13 +200,15 @@ def _padding_mask(used_bits: int) -> tuple[int, int]:
     return pad & _M64, pad >> 64
 
 
-def _bad_record(rec: np.ndarray, k: int) -> ValueError:
+def bad_record(rec: np.ndarray, k: int, base: int = 0) -> str:
+    """Why record ``k`` of ``rec`` (record ``base + k`` of its file) does not decode, in one line
+    naming the record and its byte offset in the file."""
     w = int(rec["lo"][k]) | (int(rec["hi"][k]) << 64)
     try:
         decode_word(w)
     except ValueError as e:
-        return ValueError(f"record {k} (byte {HEADER_BYTES + k * RECORD_BYTES}): {e}")
-    return ValueError(f"record {k}: malformed")  # pragma: no cover
+        return f"record {base + k} (byte {HEADER_BYTES + (base + k) * RECORD_BYTES}): {e}"
+    raise AssertionError("a record found malformed decodes")  # pragma: no cover
 
 
 @contextmanager
@@ -217,7 +235,7 @@ def _decode_records(rec: np.ndarray) -> list[Instruction]:
     opcode = (rec["lo"] & np.uint64(0xFF)).astype(np.int64)
     known = np.isin(opcode, np.array(list(_BY_OPCODE), dtype=np.int64))
     if not known.all():
-        raise _bad_record(rec, int(np.argmin(known)))
+        raise ValueError(bad_record(rec, int(np.argmin(known))))
     out = np.empty(n, dtype=object)
     for code in np.unique(opcode).tolist():
         lay = _BY_OPCODE[code]
@@ -226,7 +244,7 @@ def _decode_records(rec: np.ndarray) -> list[Instruction]:
         plo, phi = _padding_mask(lay.used_bits)
         bad = ((lo & np.uint64(plo)) | (hi & np.uint64(phi))) != 0
         if bad.any():
-            raise _bad_record(rec, int(idx[np.argmax(bad)]))
+            raise ValueError(bad_record(rec, int(idx[np.argmax(bad)])))
         cols = [_field_column(lo, hi, s, b).tolist() for s, b in zip(lay.shifts, lay.widths)]
         rows = zip(*cols) if cols else repeat((), len(idx))
         cycles = [None if c == UNSTAMPED else c for c in rec["cycle"][idx].tolist()]

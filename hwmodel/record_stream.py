@@ -16,26 +16,27 @@ from pathlib import Path
 import numpy as np
 
 from .isa import ISA, Instruction
-from .isa_codec import HEADER, HEADER_BYTES, MAGIC, RECORD_BYTES, RECORD_DTYPE, decode_records, isa_version_tuple
+from .isa_codec import (
+    HEADER,
+    HEADER_BYTES,
+    MAGIC,
+    MAX_FIELDS,
+    RECORD_BYTES,
+    RECORD_DTYPE,
+    decode_records,
+    isa_version_tuple,
+    layout_arrays,
+)
 from .table import OPCODES, WIDTH, table_from_fields
 
 #: records per window read from a file or converted at once
 WINDOW = 1 << 16
-MAX_FIELDS = max(len(o.fields) for o in ISA.ops)
 #: ISA opcode byte -> the table's internal opcode (-1: not an opcode)
 INTERNAL = np.full(256, -1, dtype=np.int64)
 for _o in ISA.ops:
     INTERNAL[_o.opcode] = OPCODES[_o.mnemonic]
-#: ISA opcode byte -> (field shifts, widths) padded to MAX_FIELDS (width 0: no such field)
-_SHIFT = np.zeros((256, MAX_FIELDS), dtype=np.int64)
-_WIDTH = np.zeros((256, MAX_FIELDS), dtype=np.int64)
-_USED = np.zeros(256, dtype=np.int64)
-for _o in ISA.ops:
-    _pos = ISA.opcode_bits
-    for _j, _f in enumerate(_o.fields):
-        _SHIFT[_o.opcode, _j], _WIDTH[_o.opcode, _j] = _pos, _f.bits
-        _pos += _f.bits
-    _USED[_o.opcode] = _pos
+#: ISA opcode byte -> (field shifts, widths) padded to MAX_FIELDS (width 0: no such field), used bits
+_SHIFT, _WIDTH, _USED = layout_arrays()
 
 
 def record_fields(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ from .asm_records import parse_records
 from .atomic import name_path, write_dir_atomically  # noqa: F401  (write_dir_atomically: re-exported)
 from .isa import ISA, ISA_VERSION
 from .isa_asm import format_stream
-from .isa_codec import HEADER_BYTES, RECORD_BYTES, UNSTAMPED, decode_word, encode_stream, read_header
+from .isa_codec import HEADER_BYTES, UNSTAMPED, bad_record, encode_stream, read_header
 from .readers import parse_json, read_text
 from .record_stream import RecordStream, first_bad_record
 from .streams import Placement, ProgramDigest, StreamSet
@@ -229,7 +229,7 @@ def _check_records(path: Path, stream: RecordStream, kind: str, expected: int) -
             k = first_bad_record(rec)
             if k is not None:
                 bad = a + k
-                bad_error = _bad_record(rec, k, a)
+                bad_error = bad_record(rec, k, a)
         if misplaced is None and bad is None:
             wrong = ~_KIND_OK[kind][(rec["lo"] & np.uint64(0xFF)).astype(np.int64)]
             if wrong.any():
@@ -245,15 +245,6 @@ def _check_records(path: Path, stream: RecordStream, kind: str, expected: int) -
     if misplaced is not None:
         ins = stream[misplaced]
         raise StreamsError(f"{path}: instruction {misplaced}: {ins.op} is a {ins.spec.stream}-stream instruction")
-
-
-def _bad_record(rec: np.ndarray, k: int, base: int) -> str:
-    w = int(rec["lo"][k]) | (int(rec["hi"][k]) << 64)
-    try:
-        decode_word(w)
-    except ValueError as e:
-        return f"record {base + k} (byte {HEADER_BYTES + (base + k) * RECORD_BYTES}): {e}"
-    raise AssertionError("a record found malformed decodes")  # pragma: no cover
 
 
 def _open_binary(path: Path) -> RecordStream:

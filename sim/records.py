@@ -10,8 +10,9 @@ from functools import cache
 import numpy as np
 
 from hwmodel.isa import ISA
+from hwmodel.isa_codec import MAX_FIELDS, layout_arrays
 from hwmodel.model import Hardware
-from hwmodel.record_stream import MAX_FIELDS, RecordStream
+from hwmodel.record_stream import RecordStream
 from hwmodel.table import BASE_ROW, C_CNT, C_MASK, C_N, C_STAMP, FIELD_COLUMNS, OPCODES, RDACC, REF, WIDTH
 
 from .jit import njit
@@ -20,16 +21,11 @@ from .jit import njit
 @cache
 def _layout() -> tuple[np.ndarray, ...]:
     internal = np.full(256, -1, dtype=np.int64)
-    shift = np.zeros((256, MAX_FIELDS), dtype=np.int64)
-    width = np.zeros((256, MAX_FIELDS), dtype=np.int64)
+    shift, width, _ = layout_arrays()
     cols = np.full((256, MAX_FIELDS, 2), -1, dtype=np.int64)
     for o in ISA.ops:
         code = OPCODES[o.mnemonic]
         internal[o.opcode] = code
-        pos = ISA.opcode_bits
-        for j, f in enumerate(o.fields):
-            shift[o.opcode, j], width[o.opcode, j] = pos, f.bits
-            pos += f.bits
         for j, cs in enumerate(FIELD_COLUMNS[code]):
             cols[o.opcode, j, : len(cs)] = cs
     return internal, shift, width, cols
