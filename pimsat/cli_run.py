@@ -230,7 +230,8 @@ def solve(
             token = "equal" if pytorch.next_token_equal else "DIFFERENT"
             console.print(
                 f"against PyTorch ({pytorch.source}): outputs {verdict} (max |err| {pytorch.max_abs_error:.3g}), "
-                f"next token {token}"
+                f"next token {token}",
+                soft_wrap=True,  # one line whatever the terminal's width: scripts grep it
             )
         if out:
             console.print(f"wrote {out}/report.json, streams/, schedule.json, trace.json, outputs/")
