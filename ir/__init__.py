@@ -12,7 +12,7 @@ from ir.ops import PIM_CAPABLE, OpKind
 from ir.program import Op, Program
 from ir.reference import run
 from ir.text import format_program
-from ir.types import DType, Role, Tensor, itemsize, round_to, to_numpy_dtype
+from ir.types import DType, Role, Tensor, as_stored, itemsize, round_to, to_numpy_dtype
 from ir.weights import generate_inputs, generate_state
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "generate_inputs",
     "generate_state",
     "itemsize",
+    "as_stored",
     "round_to",
     "run",
     "to_numpy_dtype",

@@ -30,7 +30,7 @@ import numpy as np
 from ir.errors import IRError
 from ir.ops import OpKind, resolved_attrs
 from ir.program import Op, Program
-from ir.types import DType, round_to, to_numpy_dtype
+from ir.types import DType, as_stored, round_to
 
 F32 = np.float32
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -40,7 +40,7 @@ def _embed(a, x):
     ids, table = x
     if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
         raise IRError(f"embed: token id out of range [0, {table.shape[0]})")
-    return table[ids]
+    return _operand(table[ids])  # the rows gathered in storage form, then widened: not the whole table
 
 
 def _layernorm(a, x):
@@ -141,20 +141,25 @@ def _load(program: Program, name: str, value) -> np.ndarray:
         raise IRError(f"run: tensor '{name}': value has shape {arr.shape}, expected {t.shape}")
     if t.dtype is DType.int32 and not np.issubdtype(arr.dtype, np.integer):
         raise IRError(f"run: tensor '{name}': value has dtype {arr.dtype}, expected integers")
-    if t.dtype is not DType.bf16 and arr.dtype == to_numpy_dtype(t.dtype):
-        return arr  # already in storage form: no copy of large weights
-    return round_to(t.dtype, arr)
+    return as_stored(t.dtype, arr)  # already in storage form: no copy of large weights
 
 
 def _operand(arr: np.ndarray) -> np.ndarray:
-    return arr if arr.dtype == np.int32 else arr.astype(F32)
+    return arr if arr.dtype == np.int32 else arr.astype(F32, copy=False)  # kernels never write operands
+
+
+#: kernels that take an operand in its storage form and widen only what they read (an embedding
+#: table of 152k tokens is 1 GB in fp16 and would be 2 GB more as float32)
+_STORED_OPERANDS = {OpKind.embed: (1,)}
 
 
 def execute(op: Op, program: Program, values: Mapping[str, np.ndarray]) -> np.ndarray:
     """Value of ``op``'s (single) output given its operand values."""
     attrs = resolved_attrs(op.name, op.kind, op.attrs)
+    stored = _STORED_OPERANDS.get(op.kind, ())
+    operands = [values[n] if i in stored else _operand(values[n]) for i, n in enumerate(op.inputs)]
     with np.errstate(over="ignore"):
-        result = KERNELS[op.kind](attrs, [_operand(values[n]) for n in op.inputs])
+        result = KERNELS[op.kind](attrs, operands)
     return round_to(program.tensors[op.outputs[0]].dtype, result)
 
 

@@ -43,24 +43,54 @@ def to_numpy_dtype(dtype: DType | str) -> type[np.generic]:
     return _NUMPY[DType(dtype)]
 
 
-def _round_bf16(array: np.ndarray) -> np.ndarray:
-    a = np.array(array, dtype=np.float32, copy=True)
-    bits = a.view(np.uint32)
-    lsb = (bits >> np.uint32(16)) & np.uint32(1)
-    rounded = ((bits + np.uint32(0x7FFF) + lsb) & np.uint32(0xFFFF0000)).view(np.float32)
-    return np.where(np.isnan(a), a, rounded).astype(np.float32)
+_CHUNK = 1 << 20  # elements per step of the whole-array passes below (bounded temporaries)
 
 
-def round_to(dtype: DType | str, array) -> np.ndarray:
-    """Round ``array`` to ``dtype`` precision and return it in that dtype's storage type."""
+def _round_bf16(array: np.ndarray, copy: bool = True) -> np.ndarray:
+    """``array`` rounded to bfloat16 (nearest even; NaN kept as it is) in a float32 array: a copy,
+    or ``array`` itself (``copy=False`` and a float32 array), rounded in place chunk by chunk, so
+    a large weight costs one copy at most, not five."""
+    a = np.asarray(array)
+    if copy or a.dtype != np.float32 or not a.flags.c_contiguous:
+        a = np.array(a, dtype=np.float32, copy=True)
+    flat = a.reshape(-1)
+    bits = flat.view(np.uint32)
+    for s in range(0, bits.size, _CHUNK):
+        b = bits[s : s + _CHUNK]
+        nan = np.isnan(flat[s : s + _CHUNK])
+        kept = b[nan]
+        lsb = (b >> np.uint32(16)) & np.uint32(1)
+        lsb += np.uint32(0x7FFF)
+        b += lsb
+        b &= np.uint32(0xFFFF0000)
+        b[nan] = kept
+    return a
+
+
+def _is_bf16(a: np.ndarray) -> bool:
+    """Every element of the float32 array ``a`` exactly a bfloat16 (low 16 bits zero)."""
+    bits = np.ascontiguousarray(a).reshape(-1).view(np.uint32)
+    return not any((bits[s : s + _CHUNK] & np.uint32(0xFFFF)).any() for s in range(0, bits.size, _CHUNK))
+
+
+def round_to(dtype: DType | str, array, copy: bool = True) -> np.ndarray:
+    """Round ``array`` to ``dtype`` precision and return it in that dtype's storage type: a new
+    array, or with ``copy=False`` ``array`` itself (rounded in place) where its numpy dtype is
+    already the storage type (for arrays the caller owns and no longer needs unrounded)."""
     dtype = DType(dtype)
-    if dtype is DType.fp16:
-        return np.asarray(array).astype(np.float16)
     if dtype is DType.bf16:
-        return _round_bf16(array)
-    if dtype is DType.fp32:
-        return np.asarray(array).astype(np.float32)
-    return np.asarray(array).astype(np.int32)
+        return _round_bf16(array, copy=copy)
+    return np.asarray(array).astype(_NUMPY[dtype], copy=copy)
+
+
+def as_stored(dtype: DType | str, array) -> np.ndarray:
+    """``array`` itself when it already is in ``dtype``'s storage form, else :func:`round_to`'s
+    copy. For read-only uses of large weights (the references, frozen host tensors): no copy."""
+    dtype = DType(dtype)
+    a = np.asarray(array)
+    if a.dtype == _NUMPY[dtype] and (dtype is not DType.bf16 or _is_bf16(a)):
+        return a
+    return round_to(dtype, a)
 
 
 class Role(str, Enum):

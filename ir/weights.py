@@ -19,7 +19,7 @@ import numpy as np
 
 from ir.ops import OpKind
 from ir.program import Program
-from ir.types import FLOAT_DTYPES, Tensor, round_to
+from ir.types import FLOAT_DTYPES, Tensor, round_to, to_numpy_dtype
 
 _NORMS = (OpKind.layernorm, OpKind.rmsnorm)
 
@@ -38,9 +38,25 @@ def _filled(program: Program, cache: str) -> int:
     return max(reads, default=0)
 
 
+#: elements drawn per call for a matrix (even: a float32 draw of an even count leaves the generator
+#: where one draw of the whole would, so chunked and whole draws give the same values; tested)
+MATRIX_CHUNK = 1 << 20
+
+
+def _matrix(t: Tensor, rng: np.random.Generator, chunk: int = MATRIX_CHUNK) -> np.ndarray:
+    """``normal / sqrt(fan_in)`` drawn a chunk at a time straight into the storage array: a
+    152k-token embedding table never exists whole in float32 (2 GB more than its fp16 form)."""
+    assert chunk % 2 == 0, "an odd chunk shifts the generator's stream"
+    out = np.empty(t.shape, dtype=to_numpy_dtype(t.dtype))
+    flat, scale = out.reshape(-1), np.float32(np.sqrt(t.shape[-1]))
+    for s in range(0, flat.size, chunk):
+        w = rng.standard_normal(min(chunk, flat.size - s), dtype=np.float32)
+        w /= scale
+        flat[s : s + w.size] = round_to(t.dtype, w, copy=False)
+    return out
+
+
 def _weight(program: Program, t: Tensor, rng: np.random.Generator, consumers: dict[str, list[str]]) -> np.ndarray:
-    if len(t.shape) >= 2:
-        return rng.standard_normal(t.shape, dtype=np.float32) / np.float32(np.sqrt(t.shape[-1]))
     is_norm_weight = any(program.op(o).kind in _NORMS and program.op(o).inputs[1] == t.name for o in consumers[t.name])
     noise = rng.standard_normal(t.shape, dtype=np.float32)
     return 1 + 0.1 * noise if is_norm_weight else 0.02 * noise
@@ -51,12 +67,13 @@ def generate_state(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
     consumers = program.consumers()
     state: dict[str, np.ndarray] = {}
     for t in program.weights():
-        state[t.name] = round_to(t.dtype, _weight(program, t, _rng(seed, t.name), consumers))
+        rng = _rng(seed, t.name)
+        state[t.name] = _matrix(t, rng) if len(t.shape) >= 2 else round_to(t.dtype, _weight(program, t, rng, consumers))
     for t in program.kv_caches():
         arr = np.zeros(t.shape, dtype=np.float32)
         n = _filled(program, t.name)
         arr[:, :, :n, :] = _rng(seed, t.name).standard_normal(t.shape[:2] + (n,) + t.shape[3:], dtype=np.float32)
-        state[t.name] = round_to(t.dtype, arr)
+        state[t.name] = round_to(t.dtype, arr, copy=False)
     return state
 
 

@@ -82,8 +82,9 @@ class Machine:
                         f"placement names tensor '{p.tensor}', which is not a weight "
                         "or kv cache of the program (not in state)",
                     )
-                image = np.array(state[p.tensor], copy=True)
+                image = np.asarray(state[p.tensor])
                 if p.tensor in appended:
+                    image = image.copy()
                     image[:, :, appended[p.tensor] :, :] = 0
                 pim_flat[p.tensor] = pim_round(self.hw, image.reshape(-1))
             self.banks.load(p, pim_flat[p.tensor])

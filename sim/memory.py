@@ -21,7 +21,7 @@ import numpy as np
 
 from hwmodel.model import Hardware
 from hwmodel.streams import Placement
-from ir.types import round_to, to_numpy_dtype
+from ir.types import as_stored, round_to, to_numpy_dtype
 
 from .errors import SimulationError
 
@@ -196,7 +196,9 @@ class HostTensor:
             self.value = np.zeros(size, dtype=to_numpy_dtype(dtype))
             self.init: np.ndarray | None = np.zeros(size, dtype=bool)
         else:
-            self.value = np.ascontiguousarray(round_to(dtype, value)).reshape(-1)
+            # a frozen tensor is never written: the caller's array itself where it is in storage form
+            stored = as_stored(dtype, value) if frozen else round_to(dtype, value)
+            self.value = np.ascontiguousarray(stored).reshape(-1)
             self.init = None
         self.contrib: dict[int, np.ndarray] = {}
         self.readers: dict[int, np.ndarray] = {}
@@ -206,6 +208,10 @@ class HostTensor:
         return self.value.size
 
     def shaped(self) -> np.ndarray:
+        if self.frozen:  # the loaded value itself, read-only (a frozen tensor is initialised)
+            v = self.value.reshape(self.shape).view()
+            v.flags.writeable = False
+            return v
         v = self.value.reshape(self.shape).copy()
         if self.init is not None and not self.init.all() and v.dtype.kind == "f":
             v.reshape(-1)[~self.init] = np.nan

@@ -184,3 +184,33 @@ def test_run_checks_shapes_and_missing_values():
         run(p, {"x": np.zeros((1, 9))}, state)
     with pytest.raises(IRError, match="state lacks"):
         run(p, {"x": np.zeros((1, 8))}, {})
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_matrices_drawn_in_chunks_equal_one_draw(dtype):
+    """generate_state draws a matrix a chunk at a time into its storage array (a 152k-token
+    embedding never exists whole in float32): the values are those of one draw of the whole."""
+    from ir.types import Tensor, round_to
+    from ir.weights import _matrix, _rng
+
+    t = Tensor(name="w", shape=(37, 50), dtype=dtype, role="weight")
+    whole = round_to(dtype, _rng(3, "w").standard_normal(t.shape, dtype=np.float32) / np.float32(np.sqrt(50)))
+    for chunk in (2, 64, 1000, 1 << 20):
+        assert np.array_equal(_matrix(t, _rng(3, "w"), chunk=chunk), whole)
+
+
+def test_embedding_widens_only_the_rows_it_gathers(monkeypatch):
+    """The reference gathers an embedding's rows in storage form, then widens them: the same
+    values as widening the whole table first, without a float32 copy of it."""
+    import ir.reference as ref
+
+    p = build_decode_step(PRESETS["tiny-llama"], 2, 4, layers=1)
+    inputs, state = generate_inputs(p, 0), generate_state(p, 0)
+    op = next(o for o in p.topo_order() if o.kind.name == "embed")
+    table = state[op.inputs[1]]
+    widened, real = [], ref._operand
+    monkeypatch.setattr(ref, "_operand", lambda a: (widened.append(a.size), real(a))[1])
+    got = ref.execute(op, p, {op.inputs[0]: inputs[op.inputs[0]], op.inputs[1]: table})
+    assert max(widened) < table.size  # never the whole table
+    ids = inputs[op.inputs[0]]
+    assert np.array_equal(got, table.astype(np.float32)[ids].astype(got.dtype))

@@ -40,3 +40,33 @@ def test_tensor_sizes_and_validation():
         Tensor(name="w", shape=(0, 4), dtype="fp16", role="weight")
     with pytest.raises(ValueError, match="name"):
         Tensor(name="a b", shape=(1,), dtype="fp16", role="weight")
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+def test_round_to_in_place_and_as_stored_without_copy(dtype):
+    """copy=False rounds the caller's array itself where it is already the storage type; as_stored
+    hands back a value already in storage form untouched (no copy of a large weight), and rounds
+    anything else exactly as round_to does."""
+    from ir import as_stored
+
+    x = np.linspace(-3, 3, 1001, dtype=np.float32) * np.float32(1.001)
+    want = round_to(dtype, x)
+    y = x.copy()
+    got = round_to(dtype, y, copy=False)
+    assert np.array_equal(got, want) and got.dtype == want.dtype
+    assert (got is y) == (to_numpy_dtype(dtype) is np.float32)  # rounded in place, no new array
+    assert as_stored(dtype, want) is want
+    assert np.array_equal(as_stored(dtype, x), want)
+    if dtype == "bf16":  # a float32 array that is not exactly bf16 is rounded, not passed through
+        assert as_stored(dtype, x) is not x
+
+
+def test_bf16_rounding_in_chunks_equals_whole(monkeypatch):
+    import ir.types as types
+
+    x = np.random.default_rng(1).standard_normal(10_001).astype(np.float32)
+    x[[3, 700]] = np.nan
+    whole = round_to("bf16", x)
+    monkeypatch.setattr(types, "_CHUNK", 64)
+    chunked = round_to("bf16", x)
+    assert np.array_equal(whole.view(np.uint32), chunked.view(np.uint32))
