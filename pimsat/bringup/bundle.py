@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import ir
+from hwmodel import host_memory
 from hwmodel.atomic import write_dir_atomically, write_text
 from hwmodel.isa_asm import format_stream
 from hwmodel.model import Hardware
@@ -93,16 +94,10 @@ def export(c: Compiled, out: Path, source: str) -> BundleManifest:
     files: dict[str, str | bytes] = {}
     for (ch, b), arr in initial.items():
         files[f"memory/{stems[ch]}_b{b}.hex"] = burst_lines(arr)
-    bases, words, at = {}, [], 0
-    for s in sources:
-        bases[s] = at
-        words.append(host[s])
-        at += host[s].size
-    mem = np.concatenate(words) if words else np.zeros(0, np.float16)
+    amap = host_memory.pack((s, host[s].size) for s in sources)
+    mem = np.concatenate([host[s] for s in sources]) if sources else np.zeros(0, np.float16)
     files["host/memory.hex"] = hex_lines(mem.view(np.uint16), 4)
-    files["host/symbols.hex"] = hex_lines(
-        ((bases[s] << 32) | host[s].size if s in bases else 0 for s in range(len(ss.symbols))), 16
-    )
+    files["host/symbols.hex"] = hex_lines((amap.entry(s) for s in range(len(ss.symbols))), 16)
     for label, stream in [*zip(stems, ss.channels), ("host", ss.host)]:
         w, cyc = instruction_lines(list(stream))
         files[f"program/{label}.words.hex"] = w
@@ -167,7 +162,7 @@ def export(c: Compiled, out: Path, source: str) -> BundleManifest:
             name=n,
             dtype=_host_dtype(prog, n),
             elements=int(host[i].size) if i in host else 0,
-            base=bases.get(i),
+            base=amap.bases.get(i),
         )
         for i, n in enumerate(ss.symbols)
     ]

@@ -47,3 +47,15 @@ def test_stack_capacity_16_gib(name):
 def test_hbm3_pim_has_1024_banks():
     hw = load_hardware("hbm3-pim")
     assert hw.organization.channels * hw.organization.banks_per_channel == 1024
+
+
+def test_host_address_map_packs_symbols_in_order():
+    from hwmodel.host_memory import pack
+
+    m = pack([(3, 10), (0, 4), (7, 1)])
+    assert m.bases == {3: 0, 0: 10, 7: 14} and m.words == 15
+    assert m.entry(0) == (10 << 32) | 4 and m.entry(5) == 0  # a symbol with no image: 0
+    with pytest.raises(ValueError, match="twice"):
+        pack([(1, 2), (1, 3)])
+    with pytest.raises(ValueError, match="32-bit"):
+        pack([(0, 1 << 32)])
