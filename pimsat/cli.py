@@ -3,8 +3,8 @@
 
 The group and the error guard live in cli_base.py; the commands in cli_info.py (show, hw, schema),
 cli_run.py (solve, compare, demo, bench), cli_simulate.py (simulate), cli_bringup.py (export-fpga,
-check-bundle, testgen, rtl-run, schema bundle) and cli_import.py (import), which register on the
-group when imported; COMMANDS below says which to import for a command.
+check-bundle, testgen, rtl-run, schema bundle), cli_import.py (import) and cli_sweep.py (sweep),
+which register on the group when imported; COMMANDS below says which to import for a command.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "simulate": ("pimsat.cli_simulate",),
     **dict.fromkeys(("export-fpga", "check-bundle", "testgen", "rtl-run"), ("pimsat.cli_bringup",)),
     "import": ("pimsat.cli_import",),
+    "sweep": ("pimsat.cli_sweep",),
 }
 main.lazy = COMMANDS
 

@@ -140,10 +140,18 @@ class Instance(_Strict):
             cfg, batch=p.batch, context=p.context, layers=p.layers, embed=p.embed, lm_head=p.lm_head, name=self.name
         )
 
-    def build_hardware(self, extra: list[str] | tuple[str, ...] = (), preset: str | None = None) -> Hardware:
+    def build_hardware(
+        self,
+        extra: list[str] | tuple[str, ...] = (),
+        preset: str | None = None,
+        extra_labels: list[str] | tuple[str, ...] | None = None,
+    ) -> Hardware:
+        """The instance's hardware with `extra` overrides after its own; a failing override is
+        blamed on its label (default `--set ITEM`; a sweep names its `--axis`)."""
         sets = list(self.hardware.set) + list(extra)
         labels = [f"{self._source}: hardware.set[{i}] ({s})" for i, s in enumerate(self.hardware.set)]
-        return load_hardware(preset or self.hardware.preset, sets, labels + [f"--set {s}" for s in extra])
+        extra_labels = [f"--set {s}" for s in extra] if extra_labels is None else list(extra_labels)
+        return load_hardware(preset or self.hardware.preset, sets, labels + extra_labels)
 
 
 def load_instance(path: str | Path) -> Instance:

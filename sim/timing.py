@@ -103,13 +103,18 @@ class TimingTables:
 
 
 _CACHE: dict[str, TimingTables] = {}
+_CACHE_SIZE = 16  # the tables of the last few devices: a long-lived sweep worker sees many
 
 
 def compile_tables(hw: Hardware) -> TimingTables:
     key = hw.model_dump_json()
-    if key not in _CACHE:
-        _CACHE[key] = _compile(hw)
-    return _CACHE[key]
+    tables = _CACHE.pop(key, None)
+    if tables is None:
+        tables = _compile(hw)
+    _CACHE[key] = tables  # most recent last
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    return tables
 
 
 def _compile(hw: Hardware) -> TimingTables:

@@ -1,0 +1,196 @@
+"""Run a sweep's points: `evaluate` (one point, pure and picklable: what Dask maps), the results
+store (`results.jsonl`, appended as results arrive; `--resume` reads it back) and the driver that
+submits points to a Dask client and writes every result the moment it arrives.
+
+A point's methods share one lowering through a LoweringCache made for the point and dropped with
+it: a long-lived worker keeps no cache that grows with the points it ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from .spec import Point, SweepError
+
+RESULTS = "results.jsonl"
+
+
+class Outcome(StrEnum):
+    """What became of one method at one point."""
+
+    DONE = "DONE"  # compiled, simulated and verified: `report` holds report.json's fields
+    INFEASIBLE = "INFEASIBLE"  # no program fits this hardware; `message` says why in hardware terms
+    ERROR = "ERROR"  # the point raised (a compiler bug, a worker lost, ...); `message` says what
+
+
+def _failure(e: BaseException) -> tuple[Outcome, str]:
+    from pimsat.pipeline import InfeasibleError, VerificationError
+
+    if isinstance(e, InfeasibleError):
+        return Outcome.INFEASIBLE, str(e)
+    if isinstance(e, VerificationError):
+        return Outcome.ERROR, f"compiler bug: {e}"
+    return Outcome.ERROR, f"{type(e).__name__}: {e}"
+
+
+def record(point: Point, method: str, outcome: Outcome, message: str | None, report=None, seconds=None) -> dict:
+    return {
+        "key": point.key(method),
+        "index": point.index,
+        "instance": point.instance["name"],
+        "coords": dict(point.coords),
+        "hardware": point.hardware,
+        "total_lanes": point.total_lanes,
+        "method": method,
+        "outcome": str(outcome),
+        "message": message,
+        "seconds": seconds,
+        "report": report,
+    }
+
+
+def evaluate(point: Point, methods: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """One point: `pimsat.pipeline.run` (compile, simulate, verify) for each method, with the
+    point's overrides, the methods sharing one lowering. Never raises for a point's own failure:
+    an infeasible or failing method is a record with its reason. {index, records}."""
+    from pimsat.pipeline import LoweringCache, SolveOptions, run
+    from pimsat.report import report_dict
+
+    cache = LoweringCache(size=1)  # this point's lowering, shared by its methods, gone after it
+    opts = point.options
+    records = []
+    try:
+        inst = point.load_instance()
+    except Exception as e:  # noqa: BLE001 - a point's failure is a row
+        return {"index": point.index, "records": [record(point, m, *_failure(e)) for m in methods or opts.methods]}
+    for method in methods or opts.methods:
+        t0 = time.perf_counter()
+        solve = SolveOptions(
+            method=method,
+            time_limit=opts.time_limit,
+            workers=opts.cp_workers,
+            seed=opts.seed,
+            groups=opts.groups,
+            deterministic_time=opts.deterministic_time,
+            functional=None if opts.functional else False,
+            record=False,  # no command log: a timing-only simulation is streamed
+        )
+        try:
+            result = run(inst, solve, point.sets, point.preset, cache=cache)
+            report = report_dict(result)
+            del result  # one program's streams in memory at a time
+            report.pop("history", None)  # the incumbent over time: long, and not a result
+            records.append(record(point, method, Outcome.DONE, None, report, round(time.perf_counter() - t0, 3)))
+        except Exception as e:  # noqa: BLE001 - a point's failure is a row, the sweep goes on
+            records.append(record(point, method, *_failure(e), seconds=round(time.perf_counter() - t0, 3)))
+    return {"index": point.index, "records": records}
+
+
+class ResultStore:
+    """`DIR/results.jsonl`: one record per (point, method), appended and flushed as it arrives, so
+    a killed sweep loses no finished point. Read back by key for `--resume` (a torn last line of
+    a killed writer is ignored)."""
+
+    def __init__(self, out: Path, resume: bool) -> None:
+        self.path = Path(out) / RESULTS
+        if self.path.exists() and not resume:
+            raise SweepError(f"{self.path}: exists: --resume to complete that sweep, or another --out")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.done: dict[str, dict] = {}
+        if resume and self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(rec, dict) and isinstance(rec.get("key"), str):
+                    self.done[rec["key"]] = rec
+
+    def append(self, records: list[dict]) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            for rec in records:
+                f.write(json.dumps(rec, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        for rec in records:
+            self.done[rec["key"]] = rec
+
+
+@dataclass
+class SweepRun:
+    """What a sweep did: the records of every point (in point order) and how many it evaluated."""
+
+    records: list[dict]
+    evaluated: int  # points run now (the rest came from results.jsonl)
+    skipped: int  # points complete in results.jsonl already (--resume)
+    seconds: float
+
+
+class Progress:
+    """What the driver reports; the CLI shows it with rich on a terminal (nothing otherwise)."""
+
+    def start(self, total: int, skipped: int) -> None: ...
+    def update(self, done: int, failed: int, running: int) -> None: ...
+    def stop(self) -> None: ...
+
+
+def _submit(client, point: Point, methods: tuple[str, ...]):
+    return client.submit(
+        evaluate, point, methods, key=f"pimsat-point-{point.index}-{point.keys[0][1][:12]}", pure=False
+    )
+
+
+def run_points(
+    points: list[Point],
+    client,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_result: Callable[[dict[str, dict]], None] | None = None,
+    progress: Progress | None = None,
+) -> SweepRun:
+    """Submit every point that results.jsonl does not already hold (all its methods) to the Dask
+    `client`; append each point's records as they arrive and call `on_result(records by key)`
+    (the CSV rewrite). A point whose task raises (a lost worker, a crash outside the pipeline)
+    becomes ERROR records; the other points go on."""
+    from dask.distributed import as_completed
+
+    t0 = time.perf_counter()
+    store = ResultStore(out, resume)
+    progress = progress or Progress()
+    todo = []
+    for p in points:
+        missing = tuple(m for m, k in p.keys if k not in store.done)
+        if missing:
+            todo.append((p, missing))
+    skipped = len(points) - len(todo)
+    progress.start(len(points), skipped)
+    if on_result is not None and skipped:
+        on_result(store.done)
+    futures = {_submit(client, p, missing): (p, missing) for p, missing in todo}
+    slots = max(1, sum(client.nthreads().values()))
+    done = failed = 0
+    progress.update(done, failed, min(slots, len(todo)))
+    for future in as_completed(list(futures)):
+        point, missing = futures[future]
+        try:
+            records = future.result()["records"]
+        except Exception as e:  # noqa: BLE001 - the task itself failed (e.g. KilledWorker): rows
+            records = [record(point, m, *_failure(e)) for m in missing]
+        store.append(records)
+        future.release()
+        done += 1
+        failed += any(r["outcome"] != Outcome.DONE for r in records)
+        progress.update(done, failed, min(slots, len(todo) - done))
+        if on_result is not None:
+            on_result(store.done)
+    progress.stop()
+    ordered = [store.done[k] for p in points for _, k in p.keys if k in store.done]
+    return SweepRun(ordered, len(todo), skipped, time.perf_counter() - t0)
