@@ -80,7 +80,7 @@ def _client(stack: ExitStack, workers: int, scheduler: str | None):
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address="127.0.0.1:0",  # no fixed port (8787 may be taken); bokeh is not installed
             silence_logs=logging.ERROR,
         )
     )

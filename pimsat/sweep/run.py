@@ -105,7 +105,12 @@ class ResultStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.done: dict[str, dict] = {}
         if resume and self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
+            text = self.path.read_text(encoding="utf-8")
+            if text and not text.endswith("\n"):  # a killed writer's torn last line: cut it off
+                text = text[: text.rfind("\n") + 1]
+                with open(self.path, "r+", encoding="utf-8") as f:
+                    f.truncate(len(text.encode("utf-8")))
+            for line in text.splitlines():
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
@@ -116,7 +121,7 @@ class ResultStore:
     def append(self, records: list[dict]) -> None:
         with open(self.path, "a", encoding="utf-8") as f:
             for rec in records:
-                f.write(json.dumps(rec, sort_keys=True) + "\n")
+                f.write(json.dumps(rec) + "\n")  # key order kept: the CSV columns follow it
             f.flush()
             os.fsync(f.fileno())
         for rec in records:
