@@ -48,7 +48,9 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")
 
 
-def _line_plot(rows: list[dict], axis: str, series: dict[str, str], title: str, ylabel: str) -> bytes:
+def _line_plot(
+    rows: list[dict], axis: str, series: dict[str, str], title: str, ylabel: str, bound: bool = False
+) -> bytes:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     values = [str(r[axis]) for r in rows]
@@ -57,8 +59,14 @@ def _line_plot(rows: list[dict], axis: str, series: dict[str, str], title: str, 
         pts = [(x, r[col]) for x, r in zip(xs, rows) if r.get(col) is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    pts = [(x, r["hardware_bound_cycles"]) for x, r in zip(xs, rows) if bound and r.get("hardware_bound_cycles")]
+    if pts:
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "k--", lw=1, label="hardware bound")
+    if numeric and min(xs) > 0 and max(xs) >= 4 * min(xs):
+        ax.set_xscale("log", base=2)
     if not numeric or len(xs) <= 8:
         ax.set_xticks(xs, values)
+        ax.minorticks_off()
     ax.set_xlabel(axis)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
@@ -79,16 +87,17 @@ def figures(table: Table, axes: dict[str, list[str]], methods: list[str], zipped
             )
             if not rows:
                 continue
-            others = "" if zipped or len(axes) == 1 else " (other axes at their first value)"
+            fixed = ", ".join(f"{a} = {vs[0]}" for a, vs in axes.items() if a != axis)
+            others = "" if zipped or not fixed else f" ({fixed})"
             cap = f"{inst}: latency vs {axis}{others}"
-            png = _line_plot(rows, axis, {m: f"{m}_cycles" for m in methods}, cap, "cycles")
+            title = cap.replace(" (", "\n(")
+            png = _line_plot(rows, axis, {m: f"{m}_cycles" for m in methods}, title, "cycles", bound=True)
             out.append((f"latency-{slug(inst)}-{slug(axis)}", cap, png))
             if NAIVE in methods and len(methods) > 1:
                 cap = f"{inst}: speed-up over naive vs {axis}{others}"
                 series = {m: f"speedup_{m}" for m in methods if m != NAIVE}
-                out.append(
-                    (f"speedup-{slug(inst)}-{slug(axis)}", cap, _line_plot(rows, axis, series, cap, "naive / method"))
-                )
+                png = _line_plot(rows, axis, series, cap.replace(" (", "\n("), "naive cycles / method cycles")
+                out.append((f"speedup-{slug(inst)}-{slug(axis)}", cap, png))
         if len(axes) == 2 and not zipped:
             for m in methods:
                 png = _heat_map(table, axes, inst, m)
@@ -118,10 +127,13 @@ def _heat_map(table: Table, axes: dict[str, list[str]], inst: str, method: str) 
     ax.set_yticks(range(len(avals)), avals)
     ax.set_xlabel(b)
     ax.set_ylabel(a)
+    lo, hi = np.nanmin(grid), np.nanmax(grid)
     for i in range(len(avals)):
         for j in range(len(bvals)):
-            text = "—" if np.isnan(grid[i, j]) else f"{int(grid[i, j]):,}"
-            ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white")
+            v = grid[i, j]
+            text = "—" if np.isnan(v) else f"{int(v):,}"
+            light = np.isnan(v) or hi == lo or (v - lo) / (hi - lo) < 0.5  # viridis_r: low values are yellow
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color="black" if light else "white")
     fig.colorbar(im, ax=ax, label=f"{method} cycles")
     ax.set_title(f"{inst}: {method} cycles", fontsize=10)
     fig.tight_layout()
@@ -150,6 +162,8 @@ def _pareto(table: Table, inst: str, methods: list[str]) -> bytes | None:
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     ax.scatter([c for c, _ in best], [y for _, y in best], label="points (best method)", alpha=0.6)
     ax.step([c for c, _ in front], [y for _, y in front], where="post", color="C3", marker="o", label="Pareto front")
+    if max(c for c, _ in best) >= 4 * min(c for c, _ in best):
+        ax.set_xscale("log", base=2)
     ax.set_xlabel(COST_LABEL, fontsize=8)
     ax.set_ylabel("cycles")
     ax.set_title(f"{inst}: latency vs cost", fontsize=10)
