@@ -119,7 +119,13 @@ def _client(stack: ExitStack, workers: int, scheduler: str | None):
 @click.option(
     "--out", type=click.Path(), required=True, callback=nonempty, help="results.jsonl, .csv, plots/, report.html."
 )
-@click.option("--resume", is_flag=True, help="Skip the points results.jsonl already holds.")
+@click.option("--resume", is_flag=True, help="Skip the points results.jsonl already holds (ERROR rows run again).")
+@click.option(
+    "--point-budget",
+    type=TIME_LIMIT,
+    default=None,
+    help="Wall-clock seconds one point may take; past it the point is an ERROR row and its worker is restarted.",
+)
 @click.pass_context
 @guard
 def sweep(
@@ -141,6 +147,7 @@ def sweep(
     scheduler,
     out,
     resume,
+    point_budget,
 ) -> None:
     """Compile, simulate and verify INSTANCES at every point of the axes, on Dask; write results
     as they arrive, then the sensitivity table, plots and report.html."""
@@ -193,7 +200,9 @@ def sweep(
             on_result = lambda done: write_csv(out, points, done)  # noqa: E731
             client = _client(stack, workers, scheduler)
             progress = RichProgress() if sys.stderr.isatty() else None
-            result = run_points(points, client, out, resume=resume, on_result=on_result, progress=progress)
+            result = run_points(
+                points, client, out, resume=resume, budget=point_budget, on_result=on_result, progress=progress
+            )
         except SweepError as e:
             raise UserError(str(e)) from None
     done = {r["key"]: r for r in result.records}

@@ -96,7 +96,7 @@ def evaluate(point: Point, methods: tuple[str, ...] | None = None) -> dict[str, 
 class ResultStore:
     """`DIR/results.jsonl`: one record per (point, method), appended and flushed as it arrives, so
     a killed sweep loses no finished point. Read back by key for `--resume` (a torn last line of
-    a killed writer is ignored)."""
+    a killed writer is cut off; ERROR records are left out, so that resume tries them again)."""
 
     def __init__(self, out: Path, resume: bool) -> None:
         self.path = Path(out) / RESULTS
@@ -115,8 +115,8 @@ class ResultStore:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if isinstance(rec, dict) and isinstance(rec.get("key"), str):
-                    self.done[rec["key"]] = rec
+                if isinstance(rec, dict) and isinstance(rec.get("key"), str) and rec.get("outcome") != Outcome.ERROR:
+                    self.done[rec["key"]] = rec  # an ERROR (a crash, a lost worker, the budget) is tried again
 
     def append(self, records: list[dict]) -> None:
         with open(self.path, "a", encoding="utf-8") as f:
@@ -152,20 +152,38 @@ def _submit(client, point: Point, methods: tuple[str, ...]):
     )
 
 
+def _executing(dask_worker) -> list[str]:
+    """The keys a worker is running now (called on each worker by Client.run)."""
+    return [str(ts.key) for ts in dask_worker.state.executing]
+
+
+def _overdue(client, pending: dict, started: dict[str, float], budget: float) -> list[tuple[object, str]]:
+    """(future, worker) of the pending points that have run longer than `budget` seconds."""
+    now = time.monotonic()
+    running = {k: w for w, keys in client.run(_executing).items() for k in keys}
+    for f in pending:
+        if f.key in running:
+            started.setdefault(f.key, now)
+    return [(f, running[f.key]) for f in pending if f.key in running and now - started[f.key] > budget]
+
+
 def run_points(
     points: list[Point],
     client,
     out: Path,
     *,
     resume: bool = False,
+    budget: float | None = None,
     on_result: Callable[[dict[str, dict]], None] | None = None,
     progress: Progress | None = None,
 ) -> SweepRun:
-    """Submit every point that results.jsonl does not already hold (all its methods) to the Dask
-    `client`; append each point's records as they arrive and call `on_result(records by key)`
-    (the CSV rewrite). A point whose task raises (a lost worker, a crash outside the pipeline)
-    becomes ERROR records; the other points go on."""
-    from dask.distributed import as_completed
+    """Submit every point that results.jsonl does not already hold (all its methods; an ERROR is
+    tried again) to the Dask `client`; append each point's records as they arrive and call
+    `on_result(records by key)` (the CSV rewrite). A point whose task raises (a lost worker, a
+    crash outside the pipeline) becomes ERROR records, and so does one that runs longer than
+    `budget` seconds (its worker is restarted: Python cannot stop a running thread); the other
+    points go on."""
+    from dask.distributed import wait
 
     t0 = time.perf_counter()
     store = ResultStore(out, resume)
@@ -179,23 +197,42 @@ def run_points(
     progress.start(len(points), skipped)
     if on_result is not None and skipped:
         on_result(store.done)
-    futures = {_submit(client, p, missing): (p, missing) for p, missing in todo}
+    pending = {_submit(client, p, missing): (p, missing) for p, missing in todo}
     slots = max(1, sum(client.nthreads().values()))
+    started: dict[str, float] = {}
     done = failed = 0
-    progress.update(done, failed, min(slots, len(todo)))
-    for future in as_completed(list(futures)):
-        point, missing = futures[future]
-        try:
-            records = future.result()["records"]
-        except Exception as e:  # noqa: BLE001 - the task itself failed (e.g. KilledWorker): rows
-            records = [record(point, m, *_failure(e)) for m in missing]
-        store.append(records)
+
+    def finish(future, records: list[dict]) -> None:
+        nonlocal done, failed
+        del pending[future]
         future.release()
+        store.append(records)
         done += 1
         failed += any(r["outcome"] != Outcome.DONE for r in records)
-        progress.update(done, failed, min(slots, len(todo) - done))
+        progress.update(done, failed, min(slots, len(pending)))
         if on_result is not None:
             on_result(store.done)
+
+    progress.update(done, failed, min(slots, len(pending)))
+    while pending:
+        try:
+            finished = wait(list(pending), timeout=1.0 if budget else None, return_when="FIRST_COMPLETED").done
+        except TimeoutError:  # none finished this second: look for points over their budget
+            finished = set()
+        for future in sorted(finished, key=lambda f: pending[f][0].index):
+            point, missing = pending[future]
+            try:
+                records = future.result()["records"]
+            except Exception as e:  # noqa: BLE001 - the task itself failed (e.g. KilledWorker): rows
+                records = [record(point, m, *_failure(e)) for m in missing]
+            finish(future, records)
+        if budget and pending:
+            for future, worker in _overdue(client, pending, started, budget):
+                point, missing = pending[future]
+                future.cancel()
+                client.restart_workers([worker], raise_for_error=False)
+                message = f"exceeded the point budget of {budget:g} s (its worker was restarted)"
+                finish(future, [record(point, m, Outcome.ERROR, message) for m in missing])
     progress.stop()
     ordered = [store.done[k] for p in points for _, k in p.keys if k in store.done]
     return SweepRun(ordered, len(todo), skipped, time.perf_counter() - t0)

@@ -195,3 +195,14 @@ def test_pareto_front():
         (64, 800),
         (128, 500),
     ]
+
+
+def test_a_point_over_its_budget_is_an_error_row_and_the_sweep_goes_on(client, tmp_path):
+    """Last in the module: it restarts one of the cluster's workers. GEMV 4096 at batch 16 takes
+    about 6 s to lower; the fpga GEMV under a second."""
+    big = ROOT / "instances" / "micro" / "gemv-4096-b16-hbm2-64ch.yaml"
+    points = build_points([big, GEMV], [], PointOptions(methods=("greedy",)))
+    result = run_points(points, client, tmp_path / "out", budget=1.5)
+    (slow,), (fast,) = ([r for r in result.records if r["index"] == i] for i in (0, 1))
+    assert slow["outcome"] == Outcome.ERROR and "budget of 1.5 s" in slow["message"]
+    assert fast["outcome"] == Outcome.DONE
