@@ -180,6 +180,24 @@ def test_zip_needs_axes_of_one_length_and_sweep_file(tmp_path):
     assert r.exit_code == 2 and "axes.pim.lanes" in r.stderr
 
 
+def test_sweep_file_zip_on_an_existing_scheduler(client, tmp_path):
+    f = tmp_path / "sweep.yaml"
+    f.write_text(
+        f"instances: [{GEMV}]\naxes: {{program.batch: [1, 2], pim.lanes: [16, 8]}}\nzip: true\n"
+        "methods: [greedy]\ntime_limit: 20\n"
+    )
+    out = tmp_path / "o"
+    args = ["sweep", "--file", str(f), "--scheduler", client.scheduler.address, "--out", str(out)]
+    r = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO((out / CSV_NAME).read_text())))
+    assert [(x["program.batch"], x["pim.lanes"], x["greedy_status"]) for x in rows] == [
+        ("1", "16", "HEURISTIC"),
+        ("2", "8", "HEURISTIC"),
+    ]
+    assert "program.batch + pim.lanes" in r.output  # the zipped axes step together in the sensitivity table
+
+
 def test_a_point_that_raises_is_an_error_row():
     (point,) = build_points([GEMV], [], OPTIONS)
     broken = type(point)(**{**point.__dict__, "sets": ("pim.lanes=oops",)})  # past the up-front check
