@@ -49,6 +49,9 @@ def _cycles(rec: dict | None) -> int | None:
 def point_table(points: list[Point], done: dict[str, dict]) -> Table:
     """One row per point that has a record, in point order."""
     methods = list(points[0].options.methods) if points else []
+    fields = ["gap", "hardware_gap", "utilization"] + (
+        ["outputs_match", "bit_exact"] if points[0].options.functional else []
+    )
     axes = list(axis_values(points))
     terms: list[str] = []
     rows = []
@@ -69,7 +72,7 @@ def point_table(points: list[Point], done: dict[str, dict]) -> Table:
             rm = r["report"] if r and r["outcome"] == Outcome.DONE else None
             row[f"{m}_status"] = None if r is None else (rm["status"] if rm else r["outcome"])
             row[f"{m}_cycles"] = _cycles(r)
-            for f in ("gap", "hardware_gap", "utilization"):
+            for f in fields:
                 row[f"{m}_{f}"] = rm[f] if rm else None
         if NAIVE in recs:
             base = _cycles(recs[NAIVE])
@@ -81,7 +84,7 @@ def point_table(points: list[Point], done: dict[str, dict]) -> Table:
         rows.append(row)
     cols = ["point", "instance", *axes, "hardware", "total_lanes", "hardware_bound_cycles"]
     cols += [f"bound_{t}" for t in terms] + ["binding_term"]
-    cols += [f"{m}_{f}" for m in methods for f in ("status", "cycles", "gap", "hardware_gap", "utilization")]
+    cols += [f"{m}_{f}" for m in methods for f in ("status", "cycles", *fields)]
     cols += [f"speedup_{m}" for m in methods if m != NAIVE and NAIVE in methods] + ["message"]
     return Table(cols, rows)
 
