@@ -32,11 +32,14 @@ class Outcome(StrEnum):
 
 def _failure(e: BaseException) -> tuple[Outcome, str]:
     from pimsat.pipeline import InfeasibleError, VerificationError
+    from sim.errors import SimulationError
 
     if isinstance(e, InfeasibleError):
         return Outcome.INFEASIBLE, str(e)
     if isinstance(e, VerificationError):
         return Outcome.ERROR, f"compiler bug: {e}"
+    if isinstance(e, SimulationError):
+        return Outcome.ERROR, f"compiler bug: the simulator rejected the emitted program: {e}"
     return Outcome.ERROR, f"{type(e).__name__}: {e}"
 
 
