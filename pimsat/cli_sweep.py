@@ -18,7 +18,7 @@ from solver.problem import Method
 from .cli_base import UserError, console, guard, main
 from .cli_base import cell as _cell
 from .options import DEFAULT_WORK_BUDGET, DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
-from .sweep.run import RESULTS, Progress
+from .sweep.run import RESULTS, Outcome, Progress
 from .sweep.spec import Axis, PointOptions, SweepError, build_points, read_sweep_file
 
 METHODS = tuple(m.value for m in Method)
@@ -209,7 +209,7 @@ def sweep(
     title = f"pimsat sweep — {', '.join(dict.fromkeys(p.instance['name'] for p in points))}"
     written = write_results(out, points, done, zipped=zipped, title=title)
     _print_sensitivity(written.sensitivity)
-    failed = sum(r["outcome"] != "DONE" for r in result.records)
+    failed = sum(r["outcome"] != Outcome.DONE for r in result.records)
     console.print(
         f"evaluated {result.evaluated} points, {result.skipped} already in {out}/results.jsonl; "
         f"{failed} results infeasible or failed; {result.seconds:.1f} s"
