@@ -208,7 +208,7 @@ def sweep(
     done = {r["key"]: r for r in result.records}
     title = f"pimsat sweep — {', '.join(dict.fromkeys(p.instance['name'] for p in points))}"
     written = write_results(out, points, done, zipped=zipped, title=title)
-    _print_sensitivity(written.sensitivity)
+    _print_sensitivity(written.sensitivity, zipped)
     failed = sum(r["outcome"] != Outcome.DONE for r in result.records)
     console.print(
         f"evaluated {result.evaluated} points, {result.skipped} already in {out}/results.jsonl; "
@@ -217,10 +217,11 @@ def sweep(
     console.print(f"wrote {out}/results.jsonl, results.csv, report.html, plots/ ({len(written.figures)} figures)")
 
 
-def _print_sensitivity(sens) -> None:
+def _print_sensitivity(sens, zipped: bool) -> None:
     if not sens.rows:
         return
-    t = RichTable(title="sensitivity: cycles per step of an axis")
+    basis = "all axes together (--zip)" if zipped else "one axis at a time, the others at their first value"
+    t = RichTable(title=f"sensitivity: cycles per step of an axis ({basis})")
     for c in sens.columns:
         t.add_column(
             c.replace("_", " "), justify="left" if c in ("instance", "axis", "step", "method", "binding") else "right"
