@@ -211,6 +211,7 @@ REQUIRED_PARAMS: tuple[str, ...] = (
     "CWL",
     "BL2",
     "tRCDRD",
+    "tRCDMAC",  # ACT -> MAC (AiM: nRCDRDMAC, longer than a plain read's; HBM-PIM: tRCDRD)
     "tRCDWR",
     "tRP",
     "tRAS",
@@ -230,7 +231,28 @@ REQUIRED_PARAMS: tuple[str, ...] = (
     "tMACL",
     "tGB",
     "tACT_BUS",
+    "CL_ACC",  # RDACC's read latency (HBM-PIM reads GRF_B with RD: CL; AiM's RD_MAC: nCLREG 0)
+    "CWL_GB",  # WRGB's write latency (HBM-PIM writes GRF_A with WR: CWL; AiM's WR_GB: nCWLGB 1)
+    "RTW_GAP",  # read-to-write turnaround beyond CL + BL2 - CWL (HBM2: 2; GDDR6: 3 + tWPRE 1)
 )
+
+# Completion latency of a command: when its effect is done (used by SIG, the makespan and the
+# decoder's task ends). A latency is a sum of parameters.
+COMPLETION: dict[str, str] = {
+    "RD": "CL + BL2",
+    "RDACC": "CL_ACC + BL2",
+    "WR": "CWL + BL2",
+    "WRGB": "CWL_GB + BL2",
+    "MAC": "tMACL",
+    "ACT": "tRCDMAC",
+    "PRE": "tRP",
+    "REF": "tRFC",
+}
+
+
+def completion_cycles(timing: Timing) -> dict[str, int]:
+    """Per command, COMPLETION evaluated with these parameters."""
+    return {c: sum(timing.p(t.strip()) for t in expr.split("+")) for c, expr in COMPLETION.items()}
 
 
 class Hardware(_Strict):

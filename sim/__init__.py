@@ -25,7 +25,8 @@ Execution rules (hwmodel/isa.yaml says what each instruction does):
   earns credit from cycle (j - max_pulled_in_refresh) x tREFI (an unstamped REF waits for it, a
   stamped earlier one is an error); two REFs, the start and the first REF, and the last REF and T
   are at most max_refresh_interval x tREFI apart.
-* Completion: RD, RDACC issue + CL + BL2; WR, WRGB + CWL + BL2; MAC + tMACL; ACT + tRCDRD;
+* Completion (hwmodel.model.COMPLETION): RD issue + CL + BL2, RDACC + CL_ACC + BL2; WR + CWL + BL2,
+  WRGB + CWL_GB + BL2; MAC + tMACL; ACT + tRCDMAC;
   PRE + tRP; REF + tRFC; a sweep: its last command's. SIG id is set at max(completion of every
   earlier instruction of the stream, previous instruction's issue + 1 on channels); WAIT id holds
   the stream's next instruction until signal + sync_cycles. Host: see sim/host.py (costs: hwmodel/host_costs.py).

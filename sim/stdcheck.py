@@ -1,7 +1,7 @@
 """A second, independent timing checker of simulator command logs, written from public DRAM
 standards (as encoded in Ramulator 2.1's device models) rather than the project's timing table.
 
-The rules are data: hwmodel/standards/<standard>.yaml (hbm2, gddr6, gddr6_aim). This module
+The rules are data: hwmodel/standards/<standard>.yaml (hbm2, gddr6, gddr6_aim, aim_model). This module
 never reads hwmodel/presets/_timing_table.yaml nor `hw.timing.constraints`; from the hardware
 it takes only the organization, the name (to pick a standard) and, by default, the preset's
 parameter VALUES mapped to the standard's names (presets such as fpga-proto are scaled, so the
@@ -82,11 +82,12 @@ def load_standard(name: str) -> dict:
 
 
 def standard_for(hw) -> str:
-    """hbm2-pim, fpga-proto -> hbm2; gddr6-aim -> gddr6_aim; hbm3-pim -> hbm2 (HBM2's rule
+    """hbm2-pim, fpga-proto -> hbm2; gddr6-aim -> aim_model (the AiM simulator's own rules; the
+    JEDEC GDDR6 rules with the AiM option are `gddr6_aim`); hbm3-pim -> hbm2 (HBM2's rule
     structure with the preset's own values: an approximation, HBM3 is not in these files)."""
     name = hw.name.lower()
     if name.startswith("gddr6"):
-        return "gddr6_aim" if "aim" in name else "gddr6"
+        return "aim_model" if "aim" in name else "gddr6"
     if name.startswith(("hbm2", "hbm3", "fpga")):
         return "hbm2"
     raise ValueError(f"no standard known for hardware {hw.name!r}: pass standard='hbm2' or 'gddr6'")
@@ -182,7 +183,9 @@ def _selector(names: list[str], other: list[str], std: dict, wrgb_is_wr: bool, a
         spec = std["commands"].get(n)
         if spec is None:
             raise KeyError(f"rule names unknown command {n!r}")
-        ours = [c for c in spec["our"] if (wrgb_is_wr or c != "WRGB") and (column_pair or c not in array_free)]
+        # WRGB counts as a WR only where the standard maps it into WR (a standard may name it itself)
+        keep_wrgb = wrgb_is_wr or n == "WRGB"
+        ours = [c for c in spec["our"] if (keep_wrgb or c != "WRGB") and (column_pair or c not in array_free)]
         if ours:
             out.append((tuple(_CMD[c] for c in ours), spec.get("mask") == "all"))
     return out

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwmodel.model import COMMANDS, SCOPES, Hardware
+from hwmodel.model import COMMANDS, SCOPES, Hardware, completion_cycles
 
 from .channel import (
     HWP_ACC,
@@ -49,22 +49,6 @@ SCOPE = {s: i for i, s in enumerate(SCOPES)}
 
 # Stall reasons beyond the table rows (index R + k; see channel.R_*).
 EXTRA_REASONS = ("sync", "stamp", "WRGB->MAC global-buffer burst tGB", "REF pulled-in credit")
-
-# Completion latency of a command: when its effect is done (used by SIG and the makespan).
-COMPLETION = {
-    "RD": "CL + BL2",
-    "RDACC": "CL + BL2",
-    "WR": "CWL + BL2",
-    "WRGB": "CWL + BL2",
-    "MAC": "tMACL",
-    "ACT": "tRCDRD",
-    "PRE": "tRP",
-    "REF": "tRFC",
-}
-
-
-def _eval(hw: Hardware, expr: str) -> int:
-    return sum(hw.timing.p(t.strip()) for t in expr.split("+"))
 
 
 def constraint_name(c) -> str:
@@ -153,7 +137,8 @@ def _compile(hw: Hardware) -> TimingTables:
             elif lat[k] > gap[prev[k]]:
                 gap[prev[k]] = lat[k]
                 gap_row[prev[k]] = k
-    completion = np.array([_eval(hw, COMPLETION[c]) for c in COMMANDS], dtype=np.int64)
+    done = completion_cycles(hw.timing)
+    completion = np.array([done[c] for c in COMMANDS], dtype=np.int64)
     banks = np.arange(nb)
     hwp = np.zeros(HWP_LEN, dtype=np.int64)
     hwp[[HWP_NB, HWP_NG, HWP_NR, HWP_NPU, HWP_NU, HWP_NCOL, HWP_NROW, HWP_GB, HWP_ACC]] = (

@@ -9,7 +9,7 @@ The order is what makes it fast; the simulator's earliest-legal-cycle issue make
   of the current chunk (at least one after each MAC instruction; when a chunk has more bursts to
   load than MAC instructions, the MACs are split into shorter runs so the loads go in between -
   a tiling alternative, `Tiling.split_macs`, that lowering times and keeps only where faster),
-  and the cycles a unit waits anyway after an ACT (tRCDRD) carry loads too;
+  and the cycles a unit waits anyway after an ACT (tRCDMAC) carry loads too;
 - accumulators read out (RDACC) per unit at the end of each pass.
 `style="naive"` (vendor-library style): the whole chunk is written to the global buffer before
 its MACs, each DRAM row is activated only when needed and precharged right after use, nothing
@@ -310,7 +310,7 @@ class MVEmitter:
             return True
 
         loads = _LoadSpreader(seq, self._mac, t.split_macs)  # the next step's GB loads
-        act_loads = max(0, hw.timing.p("tRCDRD") // max(hw.link_cycles, hw.timing.p("tCCD_S")) - 1)
+        act_loads = max(0, hw.timing.p("tRCDMAC") // max(hw.link_cycles, hw.timing.p("tCCD_S")) - 1)
 
         # loop invariants of the MAC emission below (it runs once per MAC instruction)
         seg_mask, mac = lay.segment_mask, self._mac
@@ -346,7 +346,7 @@ class MVEmitter:
                 seq.append(prefetch_act)  # not yet issued: issue now, before its first MAC
                 prefetch_act = None
             if open_segment(seg) and overlap and loads.pending:
-                # the unit waits tRCDRD for its row anyway: the bus carries loads meanwhile
+                # the unit waits tRCDMAC for its row anyway: the bus carries loads meanwhile
                 loads.emit(act_loads)
             mask = seg_mask(seg)
             gb0 = half * gb_half if double_overlap else 0

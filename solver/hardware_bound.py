@@ -13,7 +13,7 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
 - STREAMING: every burst of a resident operand (weights, KV cache) meets every input vector in
   one MAC, the MACs of one channel at most one per `mac_interval` (tMAC, or more passes when a
   burst holds more elements than the unit has lanes), spread perfectly over all units. With
-  one bank per unit a row change also idles the unit for tRTP + tRP + tRCDRD - mac_interval
+  one bank per unit a row change also idles the unit for tRTP + tRP + tRCDMAC - mac_interval
   (its last MAC -> PRE -> ACT -> first MAC; no other bank can hide it). A gemv may instead be
   read over the link (one burst per tLINK per channel, per tCCD_S within one rank) and run on
   the host's matrix unit, or any fraction of it may: the split is relaxed to a fractional
@@ -22,7 +22,8 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
 - ROW_CYCLE: every row of a resident operand is opened at least once whichever unit or the link
   reads it; the fullest bank holds at least ceil(bursts / banks) bursts, so at least
   ceil(that / columns) rows, and one bank opens rows at most once per
-  max(tRC, tRAS + tRP, tRCDRD + tRTP + tRP) (ACT -> first column command -> PRE -> ACT).
+  max(tRC, tRAS + tRP, tRCD + tRTP + tRP) (ACT -> first column command -> PRE -> ACT; tRCD the
+  lesser of tRCDRD, for a read over the link, and tRCDMAC, for a MAC).
   With refresh as above.
 - HOST: the host runs one instruction at a time: every host-only op's work (elements read and
   written / vector rate, as in hwmodel/host_costs), plus per PIM-capable op the least of its
@@ -91,10 +92,10 @@ class HardwareBound:
 
 def row_switch_cycles(hw: Hardware) -> int:
     """Extra cycles a unit with ONE bank loses at every DRAM row change: after its last MAC in a
-    row, PRE (tRTP), ACT (tRP) and the first MAC of the next row (tRCDRD) cannot overlap with
+    row, PRE (tRTP), ACT (tRP) and the first MAC of the next row (tRCDMAC) cannot overlap with
     MACs (with two or more banks per unit the next row can be opened in the other bank)."""
     t = hw.timing
-    return max(0, t.p("tRTP") + t.p("tRP") + t.p("tRCDRD") - hw.mac_interval)
+    return max(0, t.p("tRTP") + t.p("tRP") + t.p("tRCDMAC") - hw.mac_interval)
 
 
 @dataclass(frozen=True)
@@ -204,18 +205,24 @@ def streaming_bound(hw: Hardware, work: list[OpWork], host_busy: int) -> tuple[i
 def row_period(hw: Hardware) -> int:
     """Least cycles between two ACTs of one bank that serve a column command in between."""
     t = hw.timing
-    return max(t.p("tRC"), t.p("tRAS") + t.p("tRP"), t.p("tRCDRD") + t.p("tRTP") + t.p("tRP"))
+    return max(t.p("tRC"), t.p("tRAS") + t.p("tRP"), first_column_delay(hw) + t.p("tRTP") + t.p("tRP"))
+
+
+def first_column_delay(hw: Hardware) -> int:
+    """ACT -> the first column command that can serve a resident row: a MAC (tRCDMAC) or a read
+    over the link (tRCDRD), whichever is sooner."""
+    return min(hw.timing.p("tRCDRD"), hw.timing.p("tRCDMAC"))
 
 
 def row_cycle_bound(hw: Hardware, program: Program) -> int:
     """The rows the fullest bank opens: (rows - 1) periods plus the first ACT -> column command
-    (tRCDRD), stretched by refresh."""
+    (tRCDRD or tRCDMAC, the lesser), stretched by refresh."""
     org = hw.organization
     bursts = sum(resident_bursts(hw, program, op.name) for op in program.ops if op.pim_capable)
     if bursts == 0:
         return 0
     rows = ceil(ceil(bursts / (org.channels * org.banks_per_channel)) / org.columns)
-    return with_refresh(hw, (rows - 1) * row_period(hw) + hw.timing.p("tRCDRD"))
+    return with_refresh(hw, (rows - 1) * row_period(hw) + first_column_delay(hw))
 
 
 def _earliest_finish(hw: Hardware, program: Program, i: int, work: OpWork | None, start: int, fed: bool) -> int:

@@ -54,7 +54,7 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     if timing.duration < LONG_TASK_INTERVALS * trefi:
         return seq
     p = hw.timing.params
-    block = p["tRP"] + p["tRFC"] + p["tRCDRD"]  # what one REF block adds, about
+    block = p["tRP"] + p["tRFC"] + p["tRCDMAC"]  # what one REF block adds, about
     out: list[Instruction] = []
     open_rows: dict[int, int] = {}  # bank -> open row
     k = 1

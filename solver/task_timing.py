@@ -16,7 +16,7 @@ import numpy as np
 
 from hwmodel import Hardware
 from hwmodel.isa import ISA, Instruction
-from hwmodel.model import COMMANDS
+from hwmodel.model import COMMANDS, completion_cycles
 from hwmodel.oracle import TimingOracle
 
 from .kv_emit import emit_kv_append
@@ -78,17 +78,8 @@ def max_latency_after(hw: Hardware) -> dict[str, int]:
     for c in hw.timing.constraints:
         out[c.prev] = max(out[c.prev], hw.timing.latency_of(c))
     # completion latencies (data) also bound what may follow safely
-    p = hw.timing.params
-    comp = {
-        "RD": p["CL"] + p["BL2"],
-        "RDACC": p["CL"] + p["BL2"],
-        "WR": p["CWL"] + p["BL2"],
-        "WRGB": max(p["CWL"] + p["BL2"], p["tGB"]),
-        "MAC": p["tMACL"],
-        "ACT": p["tRCDRD"],
-        "PRE": p["tRP"],
-        "REF": p["tRFC"],
-    }
+    comp = completion_cycles(hw.timing)
+    comp["WRGB"] = max(comp["WRGB"], hw.timing.p("tGB"))  # a MAC may read its burst only tGB after
     for k, v in comp.items():
         out[k] = max(out[k], v)
     return out

@@ -78,7 +78,7 @@ def test_all_banks_activated_back_to_back(preset):
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_mac_sweep_spacing(preset):
-    """WRGB of n bursts (one every tCCD_S); ACT; all-bank MAC sweep of n: first at ACT + tRCDRD,
+    """WRGB of n bursts (one every tCCD_S); ACT; all-bank MAC sweep of n: first at ACT + tRCDMAC,
     then one every mac spacing tMAC; RDACC at last MAC + tMACL."""
     hw = load_hardware(preset, ["organization.channels=1"])
     p = _p(hw)
@@ -94,7 +94,7 @@ def test_mac_sweep_spacing(preset):
     ]
     res = simulate(hw, streams(hw, s, symbols=["t"]), functional=False)
     act = (n - 1) * p["tCCD_S"] + 1
-    mac0 = max(act + p["tRCDRD"], (n - 1) * p["tCCD_S"] + p["tGB"])
+    mac0 = max(act + p["tRCDMAC"], (n - 1) * p["tCCD_S"] + p["tGB"])
     t = res.times(0)
     assert t.issue[1] == act and t.issue[2] == mac0
     macs = res.log[res.log["command"] == COMMANDS.index("MAC")]["cycle"]

@@ -214,7 +214,7 @@ def test_multi_channel_and_unsorted(fpga):
 
 def test_standard_selection_and_values(fpga, hbm2):
     assert standard_for(fpga) == "hbm2" and standard_for(hbm2) == "hbm2"
-    assert standard_for(load_hardware("gddr6-aim")) == "gddr6_aim"
+    assert standard_for(load_hardware("gddr6-aim")) == "aim_model"  # the AiM simulator; gddr6_aim by name
     assert standard_for(load_hardware("hbm3-pim")) == "hbm2"
     assert evaluate("nCL + nBL + 3 - nCWL + 1", {"nCL": 24, "nBL": 8, "nCWL": 6}) == 30
     # the standard's own values: Ramulator HBM2_2Gbps has nRCDRD 7 (the preset says 14)
