@@ -35,6 +35,29 @@ class Placement:
     def elements(self) -> int:
         return self.run * self.count
 
+    # ---- the address map: tensor elements <-> (row, element offset in the row) of its bank ----
+    def segments(self, columns: int, elements_per_burst: int) -> Iterator[tuple[int, int, int, int]]:
+        """(row, element offset in the row, position in the placement, length) of each DRAM row
+        the placement's elements fall into: laid from (row, col) on, a run of the placement
+        continuing in the next row after the last column; a row's last burst may be partial
+        (the next segment starts at the next burst)."""
+        E = elements_per_burst
+        RE = columns * E
+        P, pos, lin = self.elements, 0, (self.row * columns + self.col) * E
+        while pos < P:
+            r, o = divmod(lin, RE)
+            n = min(P - pos, RE - o)
+            yield r, o, pos, n
+            pos += n
+            lin += -(-n // E) * E
+
+    def element_indices(self) -> slice | np.ndarray:
+        """Indices into the flattened tensor of the placement's elements, in placement order."""
+        if self.count == 1:
+            return slice(self.elem_start, self.elem_start + self.run)
+        k = np.arange(self.count)[:, None]
+        return (self.elem_start + self.stride * k + np.arange(self.run)[None, :]).reshape(-1)
+
 
 @dataclass
 class StreamSet:

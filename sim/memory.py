@@ -63,30 +63,16 @@ class BankMemory:
             return data[banks, col * E : (col + n) * E].reshape(len(banks), n, E)
         return np.stack([self.row(ch, int(b), int(r))[0][col : col + n] for b, r in zip(banks, rows)])
 
-    def _segments(self, p: Placement):
-        """(row, element offset in the row, position in the placement, length) of each row the
-        placement's elements fall into (laid from (row, col), wrapping to the next row)."""
-        RE = self.C * self.E
-        P, pos, lin = p.run * p.count, 0, (p.row * self.C + p.col) * self.E
-        while pos < P:
-            r, o = divmod(lin, RE)
-            n = min(P - pos, RE - o)
-            yield r, o, pos, n
-            pos += n
-            lin += -(-n // self.E) * self.E
-
-    @staticmethod
-    def _elements(p: Placement):
-        if p.count == 1:
-            return slice(p.elem_start, p.elem_start + p.run)
-        return (p.elem_start + p.stride * np.arange(p.count)[:, None] + np.arange(p.run)[None, :]).reshape(-1)
+    def segments(self, p: Placement):
+        """The placement's rows in this device's banks (hwmodel.streams.Placement.segments)."""
+        return p.segments(self.C, self.E)
 
     @staticmethod
     def _values(p: Placement, flat: np.ndarray) -> np.ndarray:
         """flat[elements of p] - a strided view copy instead of a fancy index where possible."""
         last = p.elem_start + p.stride * (p.count - 1) + p.run - 1
         if p.count == 1 or p.elem_start < 0 or p.stride < p.run or last >= flat.size:
-            return flat[BankMemory._elements(p)]
+            return flat[p.element_indices()]
         if p.elem_start + p.count * p.stride <= flat.size:
             return (
                 flat[p.elem_start : p.elem_start + p.count * p.stride]
@@ -112,7 +98,7 @@ class BankMemory:
         if lo < 0 or hi >= flat.size:
             raise SimulationError("range", f"{where}: elements {lo}..{hi} outside the tensor ({flat.size} elements)")
         vals = self._values(p, flat)
-        for r, o, pos, n in self._segments(p):
+        for r, o, pos, n in self.segments(p):
             if r >= org.rows:
                 raise SimulationError("range", f"{where}: runs past the last row ({org.rows} rows)")
             data, written = self._alloc(p.channel, r)
@@ -125,9 +111,9 @@ class BankMemory:
         for p in placements:
             if p.tensor != name:
                 continue
-            idx = self._elements(p)
+            idx = p.element_indices()
             vals = np.empty(p.run * p.count, dtype=np.float32)
-            for r, o, pos, n in self._segments(p):
+            for r, o, pos, n in self.segments(p):
                 vals[pos : pos + n] = self._alloc(p.channel, r)[0][p.bank, o : o + n]
             out[idx] = vals
         return out
@@ -150,7 +136,7 @@ class ResidentView(Mapping):
             (p.channel, r) in stored
             for p in self._placements
             if p.tensor == name
-            for r, _o, _pos, _n in self._banks._segments(p)
+            for r, _o, _pos, _n in self._banks.segments(p)
         )
 
     def __getitem__(self, name: str) -> np.ndarray:
