@@ -9,13 +9,15 @@ from __future__ import annotations
 import copy
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
 from .model import DERIVED_PARAMS, Hardware, link_burst_cycles
 from .readers import load_file, parse_yaml
+
+T = TypeVar("T")
 
 PRESET_DIR = Path(str(resources.files("hwmodel") / "presets"))
 _TABLE_FILE = "_timing_table.yaml"
@@ -92,6 +94,18 @@ def one_line(source: str, err: ValidationError, prefix: str = "") -> str:
     msg = first["msg"].removeprefix("Value error, ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{source}: {field}: {msg}{more}"
+
+
+def load_validated(path: Path, model: type[T], error: type[Exception]) -> T:
+    """A YAML/JSON file validated as `model`; a file that is no mapping or does not validate is
+    one line naming the file and the field, raised as `error`."""
+    data = load_file(path, error)
+    if not isinstance(data, dict):
+        raise error(f"{path}: (top level): must be a mapping, not {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise error(one_line(str(path), e)) from None
 
 
 def _add_derived_params(data: dict[str, Any], source: str) -> None:

@@ -27,8 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 import ir
 from hwmodel import Hardware, HardwareError, load_hardware
-from hwmodel.loader import one_line
-from hwmodel.readers import load_file
+from hwmodel.loader import load_validated, one_line
 
 
 class InstanceError(ValueError):
@@ -158,14 +157,9 @@ def load_instance(path: str | Path) -> Instance:
     path = Path(path)
     if path.suffix == ".pt2":
         data = {"name": path.stem, "program": {"kind": "pt2", "path": str(path)}}
-    else:
-        data = load_file(path, InstanceError)
-    if not isinstance(data, dict):
-        raise InstanceError(f"{path}: (top level): must be a mapping, not {type(data).__name__}")
-    try:
         inst = Instance.model_validate(data)
-    except ValidationError as e:
-        raise InstanceError(one_line(str(path), e)) from None
+    else:
+        inst = load_validated(path, Instance, InstanceError)
     inst._source = str(path)
     try:
         inst.build_program()

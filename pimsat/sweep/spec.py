@@ -28,8 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import ir
 from hwmodel import Hardware, HardwareError
-from hwmodel.loader import apply_overrides, one_line
-from hwmodel.readers import load_file
+from hwmodel.loader import apply_overrides, load_validated, one_line
 from solver.problem import Method
 
 from .. import __version__
@@ -138,13 +137,7 @@ class SweepFile(BaseModel):
 
 def read_sweep_file(path: str | Path) -> tuple[SweepFile, list[Axis], list[Path]]:
     path = Path(path)
-    data = load_file(path, SweepError)
-    if not isinstance(data, dict):
-        raise SweepError(f"{path}: (top level): must be a mapping, not {type(data).__name__}")
-    try:
-        spec = SweepFile.model_validate(data)
-    except ValidationError as e:
-        raise SweepError(one_line(str(path), e)) from None
+    spec = load_validated(path, SweepFile, SweepError)
     axes = []
     for name, values in spec.axes.items():
         if not values:
