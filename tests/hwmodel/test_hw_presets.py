@@ -59,3 +59,27 @@ def test_host_address_map_packs_symbols_in_order():
         pack([(1, 2), (1, 3)])
     with pytest.raises(ValueError, match="32-bit"):
         pack([(0, 1 << 32)])
+
+
+@pytest.mark.parametrize("preset", ["hbm2-pim", "fpga-proto"])
+def test_hbm_pim_timing_is_the_vendor_simulators(preset):
+    """hbm2-pim (and fpga-proto, its timing on a slow clock) take every DRAM timing value from
+    the HBM2 device file of Samsung's own HBM-PIM simulator (hwmodel/standards/pimsimulator_hbm2.yaml)."""
+    from importlib import resources
+
+    import yaml
+
+    vendor = yaml.safe_load((resources.files("hwmodel") / "standards" / "pimsimulator_hbm2.yaml").read_text())
+    params = load_hardware(preset).timing.params
+    values = vendor["values"]
+    differ = {
+        theirs: (params[ours], values[theirs])
+        for theirs, ours in vendor["param_map"].items()
+        if params[ours] != values[theirs]
+    }
+    assert differ == {}, f"{preset} differs from PIMSimulator's HBM2 device (ours, vendor's): {differ}"
+    assert params["BL2"] == values["BL"] // 2
+    assert (
+        params["CL_ACC"] == params["CL"] and params["CWL_GB"] == params["CWL"]
+    )  # GRF_B read by RD, GRF_A written by WR
+    assert params["tGB"] == params["CWL"] + params["BL2"]

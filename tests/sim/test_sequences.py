@@ -78,7 +78,8 @@ def test_all_banks_activated_back_to_back(preset):
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_mac_sweep_spacing(preset):
-    """WRGB of n bursts (one every tCCD_S); ACT; all-bank MAC sweep of n: first at ACT + tRCDMAC,
+    """WRGB of n bursts (one every tCCD_S); ACT; all-bank MAC sweep of n: first at ACT + tRCDMAC
+    (or the last WRGB's data, or its turnaround on a data-bus write path),
     then one every mac spacing tMAC; RDACC at last MAC + tMACL."""
     hw = load_hardware(preset, ["organization.channels=1"])
     p = _p(hw)
@@ -94,7 +95,9 @@ def test_mac_sweep_spacing(preset):
     ]
     res = simulate(hw, streams(hw, s, symbols=["t"]), functional=False)
     act = (n - 1) * p["tCCD_S"] + 1
-    mac0 = max(act + p["tRCDMAC"], (n - 1) * p["tCCD_S"] + p["tGB"])
+    last_wrgb = (n - 1) * p["tCCD_S"]
+    turnaround = [hw.timing.latency_of(c) for c in hw.timing.constraints if (c.prev, c.next) == ("WRGB", "MAC")]
+    mac0 = max([act + p["tRCDMAC"], last_wrgb + p["tGB"]] + [last_wrgb + t for t in turnaround])
     t = res.times(0)
     assert t.issue[1] == act and t.issue[2] == mac0
     macs = res.log[res.log["command"] == COMMANDS.index("MAC")]["cycle"]

@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def fpga():
-    # fpga-proto: 4 banks per channel, bank groups {0,1} {2,3}; CL 14, CWL 5, BL2 2, tRCDRD 14,
-    # tRCDWR 12, tRP 14, tRAS 34, tRC 48, tCCD_S 2, tCCD_L 4, tRRD_S/L 4, tFAW 15, tWR 16,
-    # tRTP 5, tWTR_S 6, tWTR_L 8, tREFI 3900, tRFC 350
+    # fpga-proto: 4 banks per channel, bank groups {0,1} {2,3}; CL 20, CWL 8, BL2 2, tRCDRD 14,
+    # tRCDWR 10, tRP 14, tRAS 33, tRC 47, tCCD_S 2, tCCD_L 4, tRRD_S 4, tRRD_L 6, tFAW 16, tWR 16,
+    # tRTP 5, tWTR_S 4, tWTR_L 9, tREFI 3900, tRFC 350 (hbm2-pim's, the vendor simulator's values)
     return load_hardware("fpga-proto")
 
 
@@ -57,8 +57,8 @@ def pair(first, second, gap, b1=0, b2=0, m1=None, m2=None):
 # (id, rows builder(gap), boundary gap, expected rules one cycle earlier, hardware, options)
 CASES = [
     ("nRCDRD", lambda g: pair("ACT", "RD", g), 14, {"nRCDRD"}, "fpga", {}),
-    ("nRCDWR", lambda g: pair("ACT", "WR", g), 12, {"nRCDWR"}, "fpga", {}),
-    ("nRAS", lambda g: pair("ACT", "PRE", g), 34, {"nRAS"}, "fpga", {}),
+    ("nRCDWR", lambda g: pair("ACT", "WR", g), 10, {"nRCDWR"}, "fpga", {}),
+    ("nRAS", lambda g: pair("ACT", "PRE", g), 33, {"nRAS"}, "fpga", {}),
     ("nRP", lambda g: pair("PRE", "ACT", g), 14, {"nRP"}, "fpga", {}),
     (
         "nRC",
@@ -83,7 +83,7 @@ CASES = [
     ("ACT 2-cycle", lambda g: pair("ACT", "PRE", g, 0, 2), 2, {"ACT 2-cycle row command"}, "fpga", {}),
     (
         "nCCDL RD",
-        lambda g: log((0, "ACT", 0, None), (4, "ACT", 1, None), (18, "RD", 0, None), (18 + g, "RD", 1, None)),
+        lambda g: log((0, "ACT", 0, None), (6, "ACT", 1, None), (20, "RD", 0, None), (20 + g, "RD", 1, None)),
         4,
         {"nCCDL RD->RD"},
         "fpga",
@@ -91,13 +91,13 @@ CASES = [
     ),
     ("nCCDS RD", lambda g: pair("RD", "RD", g, 0, 2), 2, {"nCCDS RD->RD", "nBL read data bus"}, "fpga", {}),
     ("nCCDL WR", lambda g: pair("WR", "WR", g, 0, 1), 4, {"nCCDL WR->WR"}, "fpga", {}),
-    ("nWTRS", lambda g: pair("WR", "RD", g, 0, 2), 13, {"WR->RD turnaround nWTRS"}, "fpga", {}),
-    ("nWTRL", lambda g: pair("WR", "RD", g, 0, 1), 15, {"WR->RD turnaround nWTRL"}, "fpga", {}),
-    ("RD->WR", lambda g: pair("RD", "WR", g, 0, 2), 13, {"RD->WR turnaround"}, "fpga", {}),
+    ("nWTRS", lambda g: pair("WR", "RD", g, 0, 2), 14, {"WR->RD turnaround nWTRS"}, "fpga", {}),
+    ("nWTRL", lambda g: pair("WR", "RD", g, 0, 1), 19, {"WR->RD turnaround nWTRL"}, "fpga", {}),
+    ("RD->WR", lambda g: pair("RD", "WR", g, 0, 2), 16, {"RD->WR turnaround"}, "fpga", {}),
     (
         "WR->PRE",
         lambda g: log((0, "ACT", 0, None), (12, "WR", 0, None), (12 + g, "PRE", 0, None)),
-        23,
+        26,
         {"WR->PRE write recovery"},
         "fpga",
         {},
@@ -110,11 +110,11 @@ CASES = [
         "fpga",
         {},
     ),
-    ("ACT->PREA", lambda g: pair("ACT", "PRE", g, 0, None, None, ALL4), 34, {"nRAS", "ACT->PREA nRAS"}, "fpga", {}),
+    ("ACT->PREA", lambda g: pair("ACT", "PRE", g, 0, None, None, ALL4), 33, {"nRAS", "ACT->PREA nRAS"}, "fpga", {}),
     (
         "WR->PREA",
         lambda g: log((0, "ACT", 1, None), (12, "WR", 1, None), (12 + g, "PRE", None, ALL4)),
-        23,
+        26,
         {"WR->PRE write recovery", "WR->PREA write recovery"},
         "fpga",
         {},
@@ -138,8 +138,8 @@ CASES = [
     ),
     ("tRFC WRGB", lambda g: pair("REF", "WRGB", g, None, None, ALL4, 0), 350, {"command during tRFC"}, "fpga", {}),
     # PIM mapping: WRGB = WR on the data bus (channel scope), MAC / RDACC = RD to their banks
-    ("WRGB->MAC", lambda g: pair("WRGB", "MAC", g, None, None, 0, 0b0101), 13, {"WR->RD turnaround nWTRS"}, "fpga", {}),
-    ("MAC->WRGB", lambda g: pair("MAC", "WRGB", g, None, None, 0b0101, 0), 13, {"RD->WR turnaround"}, "fpga", {}),
+    ("WRGB->MAC", lambda g: pair("WRGB", "MAC", g, None, None, 0, 0b0101), 14, {"WR->RD turnaround nWTRS"}, "fpga", {}),
+    ("MAC->WRGB", lambda g: pair("MAC", "WRGB", g, None, None, 0b0101, 0), 16, {"RD->WR turnaround"}, "fpga", {}),
     (
         "WRGB->WRGB",
         lambda g: pair("WRGB", "WRGB", g, None, None, 0, 0),

@@ -21,10 +21,10 @@ def test_terms_by_hand_gemv_64x128_fpga():
     # 64 rows x 128 / 16 elements per burst = 512 bursts over 4 units, one MAC per tMAC 4
     # (16 lanes: one pass); the host GEMM (128 + dispatch 20) over a link as slow (512) saves nothing
     assert hb.as_dict()[Term.STREAMING] == 512
-    # 512 bursts / 8 banks = 64 = 8 rows of 8 columns; a bank opens one per max(tRC 48,
-    # tRAS 34 + tRP 14, tRCDRD 14 + tRTP 5 + tRP 14): 7 x 48 + the last row's tRCDRD 14
-    assert row_period(hw) == 48
-    assert hb.as_dict()[Term.ROW_CYCLE] == 7 * 48 + 14
+    # 512 bursts / 8 banks = 64 = 8 rows of 8 columns; a bank opens one per max(tRC 47,
+    # tRAS 33 + tRP 14, tRCDRD 14 + tRTP 5 + tRP 14): 7 x 47 + the last row's tRCDRD 14
+    assert row_period(hw) == 47
+    assert hb.as_dict()[Term.ROW_CYCLE] == 7 * 47 + 14
     # one launch (20) + the epilogue (64 outputs / 16 per cycle), cheaper than the host GEMM (128)
     assert hb.as_dict()[Term.HOST] == 20 + 4
     # in memory: 512 MACs + sync 5 + epilogue 4 = 521; on the host: link 512 then GEMM 128 = 640;
