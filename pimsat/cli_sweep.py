@@ -126,6 +126,12 @@ def _client(stack: ExitStack, workers: int, scheduler: str | None):
     default=None,
     help="Wall-clock seconds one point may take; past it the point is an ERROR row and its worker is restarted.",
 )
+@click.option(
+    "--no-timing-cache",
+    is_flag=True,
+    help="Time every point's PIM tasks afresh (same results; by default a worker reuses the task "
+    "timings of earlier points whose hardware differs only where timing does not read).",
+)
 @click.pass_context
 @guard
 def sweep(
@@ -148,6 +154,7 @@ def sweep(
     out,
     resume,
     point_budget,
+    no_timing_cache,
 ) -> None:
     """Compile, simulate and verify INSTANCES at every point of the axes, on Dask; write results
     as they arrive, then the sensitivity table, plots and report.html."""
@@ -201,7 +208,14 @@ def sweep(
             client = _client(stack, workers, scheduler)
             progress = RichProgress() if sys.stderr.isatty() else None
             result = run_points(
-                points, client, out, resume=resume, budget=point_budget, on_result=on_result, progress=progress
+                points,
+                client,
+                out,
+                resume=resume,
+                budget=point_budget,
+                on_result=on_result,
+                progress=progress,
+                share_timings=not no_timing_cache,
             )
         except SweepError as e:
             raise UserError(str(e)) from None

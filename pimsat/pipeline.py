@@ -18,7 +18,7 @@ from solver.decode import Compiled, decode
 from solver.lower import Lowering, LoweringError, LowerOptions, lower
 from solver.payload import Style
 from solver.problem import Method, SchedulingProblem, Solution, Status
-from solver.task_timing import use_oracle
+from solver.task_timing import TimingCache, use_oracle
 from solver.template import expand, templatable, template_problem
 
 from .instance import Instance
@@ -145,10 +145,12 @@ class Lowered:
         return self.by_style[Style.NAIVE if Method(method) is Method.NAIVE else Style.OVERLAP]
 
 
-def lower_program(hw: Hardware, program: ir.Program, groups: int) -> Lowered:
-    """Stage 1: lower both styles (exact task durations) and compute the solver-free bound."""
+def lower_program(hw: Hardware, program: ir.Program, groups: int, timings: TimingCache | None = None) -> Lowered:
+    """Stage 1: lower both styles (exact task durations) and compute the solver-free bound.
+    `timings`: task timings shared with earlier lowerings of hardware with the same timing
+    fingerprint (solver.task_timing.TimingCache); the result is the same without it."""
     try:
-        by_style = {s: lower(hw, program, LowerOptions(groups=groups, style=s)) for s in Style}
+        by_style = {s: lower(hw, program, LowerOptions(groups=groups, style=s), timings) for s in Style}
     except LoweringError as e:
         raise InfeasibleError(str(e)) from None
     bounds = lower_bounds(hw, program, by_style[Style.OVERLAP][0], by_style[Style.NAIVE][0])
@@ -158,17 +160,20 @@ def lower_program(hw: Hardware, program: ir.Program, groups: int) -> Lowered:
 class LoweringCache:
     """Lowered programs keyed by what lowering reads (the instance, the resolved hardware, the
     group count), the last `size` kept: the methods of one `compare` row lower once (the largest
-    layers spend most of their time there, timing every candidate's commands)."""
+    layers spend most of their time there, timing every candidate's commands). With a
+    TimingCache (`timings`), a lowering of other hardware re-times no task whose timing its
+    changes do not touch (a sweep over host fields: pimsat/sweep/run.py)."""
 
-    def __init__(self, size: int = 1):
+    def __init__(self, size: int = 1, timings: TimingCache | None = None):
         self.size = size
+        self.timings = timings
         self._entries: dict[tuple, Lowered] = {}
 
     def lowered(self, instance: Instance, hw: Hardware, program: ir.Program, groups: int) -> Lowered:
         key = (instance.model_dump_json(), hw.model_dump_json(), groups)
         hit = self._entries.pop(key, None)
         if hit is None:
-            hit = lower_program(hw, program, groups)
+            hit = lower_program(hw, program, groups, self.timings)
         self._entries[key] = hit  # most recent last
         while len(self._entries) > self.size:
             self._entries.pop(next(iter(self._entries)))

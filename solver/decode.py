@@ -213,7 +213,7 @@ def _decode(
     commands: dict[str, tuple[dict[int, list[Instruction]], int, int]] = {}
     placements: list[Placement] = []
     in_banks: set[str] = set()
-    timings = StructureTimings(hw, lowering.structures)  # what lowering and the bound timed already
+    timings = StructureTimings(hw, lowering.structures, lowering.shared)  # what lowering and the bound timed already
     encode = partial(encode_stream, hw) if lazy else None  # lazy streams also hand out encoded parts
     layers = Relocations() if lazy else None  # ... shared by the layers' tasks of one structure
     for job in problem.jobs:

@@ -10,7 +10,9 @@ Jobs follow the program in topological order:
 Every task's duration comes from emitting its commands and issuing them with the hardware
 model's timing rules (`task_timing`), on every distinct channel of its group: a group's task
 lasts what its slowest channel takes, as in the decoded program. Durations are cached per
-channel signature (op shape, tiling, channel position): repeated layers cost one emission.
+channel signature (op shape, tiling, channel position): repeated layers cost one emission. With a
+`TimingCache` handed in, they are shared with every lowering of hardware of the same timing
+fingerprint (a sweep over host fields emits and times no task twice).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, 
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
 from .split import split_modes
 from .symbols import Symbols
-from .task_timing import StructureTimings, TaskTiming
+from .task_timing import StructureTimings, TaskTiming, TimingCache, TimingStore
 from .tiling import Tiling, make_tiling
 
 
@@ -57,6 +59,8 @@ class Lowering:
     # exact durations and every decode of this lowering time
     structures: dict[tuple, TaskTiming] = field(default_factory=dict)
     max_tail: int = 0  # max over timed tasks of duration - completion (quiet end after last data)
+    # the timings shared with other lowerings of the same timing fingerprint (None: not shared)
+    shared: TimingStore | None = None
 
     # timed choices per (shape, channels, style) of an MV tiling: split MAC runs, vectors per group
     split_macs: dict[tuple, bool] = field(default_factory=dict)
@@ -106,14 +110,17 @@ def _signature(shape: MVShape) -> tuple:
 
 
 class Lowerer:
-    def __init__(self, hw: Hardware, program: Program, options: LowerOptions):
+    def __init__(self, hw: Hardware, program: Program, options: LowerOptions, timings: TimingCache | None = None):
         self.hw, self.p, self.opt = hw, program, options
         self.groups = make_groups(hw, options.groups, hw.organization.rows)
-        self.lowering = Lowering(hw, program, options, self.groups)
-        self.structures = StructureTimings(hw, self.lowering.structures)  # what decode will look up
+        shared = None if timings is None else timings.store(hw)
+        self.lowering = Lowering(hw, program, options, self.groups, shared=shared)
+        self.structures = StructureTimings(hw, self.lowering.structures, shared)  # what decode will look up
         self.host_cycles = HostCosts(hw, program)
         self.too_big: dict[str, int] = {}  # job -> rows per bank its smallest rejected tiling needs
-        self._split_used: dict[tuple, bool] = {}  # MV structure -> its emission split a MAC run
+        # MV structure -> its emission split a MAC run (shared with the timings: a structure timed
+        # by another lowering is not emitted here)
+        self._split_used: dict[tuple, bool] = {} if shared is None else shared.split_used
 
     # ---- timing of one task (cached) ---------------------------------------------------------
     def _channel_timing(self, layout: Layout, kind: str, style: str, ci: int) -> TaskTiming:
@@ -536,5 +543,9 @@ class HostCosts:
         return max(1, epilogue_cycles(self.hw, self.p, i))
 
 
-def lower(hw: Hardware, program: Program, options: LowerOptions | None = None) -> tuple[SchedulingProblem, Lowering]:
-    return Lowerer(hw, program, options or LowerOptions()).build()
+def lower(
+    hw: Hardware, program: Program, options: LowerOptions | None = None, timings: TimingCache | None = None
+) -> tuple[SchedulingProblem, Lowering]:
+    """`timings`: task timings shared with other lowerings (TimingCache); the result is the same
+    with or without it."""
+    return Lowerer(hw, program, options or LowerOptions(), timings).build()

@@ -6,11 +6,18 @@ A task runs alone on a channel from a quiet state (all banks precharged, no timi
 Its `duration` is the cycle from which *any* command may follow (every constraint that its
 commands start has expired), so tasks placed back to back on a channel stay legal;
 `completion` is when its last data has landed (what a SIG after it waits for).
+
+Timings depend on the hardware only through the fields `timing_fingerprint` names, so a
+`TimingCache` (an explicit object the caller holds: a sweep worker keeps one across points) shares
+them between hardware that differs elsewhere (the host's dispatch, sync and compute rates).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,14 +65,22 @@ def timing_oracle() -> TimingOracle:
     return _oracle
 
 
+_IDENTITY_CACHE_SIZE = 8  # the last few devices: a long-lived sweep worker sees a new one per point
+
+
 def _by_identity(fn):
-    """Cache on the object's identity (Hardware holds dicts, so it is not hashable)."""
-    cache: dict[int, tuple[object, object]] = {}
+    """Cache on the object's identity (Hardware holds dicts, so it is not hashable), the last
+    _IDENTITY_CACHE_SIZE objects kept (each entry holds its object, so an id is not reused while
+    it is cached)."""
+    cache: OrderedDict[int, tuple[object, object]] = OrderedDict()
 
     def wrapper(hw):
         hit = cache.get(id(hw))
         if hit is None or hit[0] is not hw:
             hit = cache[id(hw)] = (hw, fn(hw))
+        cache.move_to_end(id(hw))
+        while len(cache) > _IDENTITY_CACHE_SIZE:
+            cache.popitem(last=False)
         return hit[1]
 
     return wrapper
@@ -85,18 +100,49 @@ def max_latency_after(hw: Hardware) -> dict[str, int]:
     return out
 
 
+# What a task's timing does not read: the device's name and the host fields below never reach a
+# channel's commands or their issue (a task holds no SIG/WAIT: the host stream and the sync
+# latency are the decoder's). The oracle is handed the device with these at fixed values
+# (`_without_refresh`), so the timing cannot depend on them, whoever emits the commands; the
+# emitters do not read them (tests/solver/test_timing_cache.py watches every read).
+UNREAD_HOST_FIELDS: dict[str, int] = {
+    "dispatch_cycles": 0,
+    "sync_cycles": 0,
+    "vector_elements_per_cycle": 1,
+    "matrix_macs_per_cycle": 1,
+}
+_TIMING_NAME = "task-timing"
+
+
+def timing_fingerprint(hw: Hardware) -> str:
+    """sha256 of every hardware field a task's emission and timing read: the organisation, the PIM
+    units, the whole timing table (parameters, rows, refresh fields; tLINK, derived from the link
+    rate, among the parameters), the ISA version and the host's link rate. Not the name, and not
+    the host fields in UNREAD_HOST_FIELDS (dispatch, sync, vector and matrix rates): hardware that
+    differs only there has the same task timings."""
+    data = hw.model_dump(mode="json")
+    host = data.pop("host")
+    data.pop("name")
+    data["host"] = {k: v for k, v in host.items() if k not in UNREAD_HOST_FIELDS}
+    assert set(host) - set(data["host"]) == set(UNREAD_HOST_FIELDS), "a new host field: is it read by task timing?"
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
 @_by_identity
 def _without_refresh(hw: Hardware) -> Hardware:
     """The same device with refresh never due: a task is timed alone, refresh is placed by the
-    decoder between tasks."""
+    decoder between tasks. Its name and the host fields task timing does not read are set to
+    fixed values (UNREAD_HOST_FIELDS): every device of one timing_fingerprint times alike."""
     params = dict(hw.timing.params)
     params["tREFI"] = 1 << 40
     # a long task carries REFs of its own (solver/refresh_points.py): timed alone, none is early
     return hw.model_copy(
         update={
+            "name": _TIMING_NAME,
+            "host": hw.host.model_copy(update=UNREAD_HOST_FIELDS),
             "timing": hw.timing.model_copy(
                 update={"params": params, "max_pulled_in_refresh": 1 << 20, "max_refresh_interval": 1 << 20}
-            )
+            ),
         }
     )
 
@@ -132,9 +178,13 @@ class StructureTimings:
     appends by their commands' timed fields (the channels of a layer, and the layers, write the
     same banks, rows and columns from different host offsets)."""
 
-    def __init__(self, hw: Hardware, seen: dict[tuple, TaskTiming] | None = None):
+    def __init__(self, hw: Hardware, seen: dict[tuple, TaskTiming] | None = None, shared: TimingStore | None = None):
         self.hw = hw
         self._seen: dict[tuple, TaskTiming] = {} if seen is None else seen
+        # timings of other lowerings of hardware with the same timing_fingerprint (TimingCache)
+        self.shared = shared
+        if shared is not None and shared.fingerprint != timing_fingerprint(hw):
+            raise ValueError("a TimingStore of another hardware fingerprint")
 
     def time(self, seq: list[Instruction]) -> TaskTiming:
         """An append, by its commands' timed fields."""
@@ -161,8 +211,83 @@ class StructureTimings:
         return (kind, style, structure_key(t)), channel_signature(t, ci)
 
     def structure(self, key: tuple, commands) -> TaskTiming:
-        """The timing of `commands()`, emitted only the first time `key` is seen."""
+        """The timing of `commands()`, emitted only the first time `key` is seen (here or, with a
+        shared store, by any lowering of the same timing fingerprint)."""
         tt = self._seen.get(key)
         if tt is None:
-            tt = self._seen[key] = time_task(self.hw, commands())
+            if self.shared is not None:
+                tt = self.shared.get(key)
+            if tt is None:
+                tt = time_task(self.hw, commands())
+                if self.shared is not None:
+                    self.shared.put(key, tt)
+            self._seen[key] = tt
         return tt
+
+
+@dataclass(eq=False)
+class TimingStore:
+    """The task timings of one timing fingerprint: by structure key (StructureTimings) and, per MV
+    structure, whether its emission split a MAC run (a choice lowering makes from it)."""
+
+    fingerprint: str
+    timings: dict[tuple, TaskTiming] = field(default_factory=dict)
+    split_used: dict[tuple, bool] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+
+    def get(self, key: tuple) -> TaskTiming | None:
+        tt = self.timings.get(key)
+        if tt is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return tt
+
+    def put(self, key: tuple, tt: TaskTiming) -> None:
+        self.timings[key] = tt
+
+    @property
+    def instructions(self) -> int:
+        """Instructions whose issue cycles the store holds (8 B each)."""
+        return sum(len(tt.issue) for tt in self.timings.values())
+
+
+class TimingCache:
+    """Task timings shared between lowerings, per timing fingerprint (the hardware fields task
+    timing reads: `timing_fingerprint`): a lowering of hardware that differs from an earlier one
+    only in fields timing does not read (host dispatch, sync, vector and matrix rates) emits and
+    times no task again. Bounded: the stores of the last `size` fingerprints are kept, and a store
+    holding more than `max_instructions` issue cycles is started afresh (a long sweep over
+    program fields on one device). Explicit: whoever wants sharing holds one and passes it in
+    (a sweep worker keeps one across its points: pimsat/sweep/run.py)."""
+
+    def __init__(self, size: int = 4, max_instructions: int = 20_000_000):
+        if size < 1:
+            raise ValueError("a TimingCache holds at least one fingerprint")
+        self.size, self.max_instructions = size, max_instructions
+        self._stores: OrderedDict[str, TimingStore] = OrderedDict()
+
+    def store(self, hw: Hardware) -> TimingStore:
+        """The store of `hw`'s timing fingerprint (made on first use), now the most recent."""
+        fp = timing_fingerprint(hw)
+        st = self._stores.pop(fp, None)
+        if st is None or st.instructions > self.max_instructions:
+            st = TimingStore(fp)
+        self._stores[fp] = st
+        while len(self._stores) > self.size:
+            self._stores.popitem(last=False)
+        return st
+
+    def __len__(self) -> int:
+        return len(self._stores)
+
+    @property
+    def instructions(self) -> int:
+        """Instructions whose issue cycles the cache holds, over all its stores."""
+        return sum(st.instructions for st in self._stores.values())
+
+    @property
+    def fingerprints(self) -> tuple[str, ...]:
+        """Oldest first."""
+        return tuple(self._stores)

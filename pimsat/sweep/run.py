@@ -3,7 +3,10 @@ store (`results.jsonl`, appended as results arrive; `--resume` reads it back) an
 submits points to a Dask client and writes every result the moment it arrives.
 
 A point's methods share one lowering through a LoweringCache made for the point and dropped with
-it: a long-lived worker keeps no cache that grows with the points it ran.
+it. Across points, a worker process keeps one bounded TimingCache (`worker_timings`: the task
+timings of the last few hardware timing fingerprints), so a point that changes only fields task
+timing does not read (host dispatch, sync, vector and matrix rates) emits and times no PIM task
+again; results are the same with it or without (`share_timings=False`).
 """
 
 from __future__ import annotations
@@ -59,14 +62,34 @@ def record(point: Point, method: str, outcome: Outcome, message: str | None, rep
     }
 
 
-def evaluate(point: Point, methods: tuple[str, ...] | None = None) -> dict[str, Any]:
+# Task timings kept by this process across the points it evaluates: the stores of the last
+# WORKER_FINGERPRINTS hardware timing fingerprints (solver.task_timing.TimingCache).
+WORKER_FINGERPRINTS = 4
+_worker_timings = None
+
+
+def worker_timings():
+    """This process's TimingCache (made on first use, bounded to WORKER_FINGERPRINTS
+    fingerprints): what a Dask worker's points share."""
+    global _worker_timings
+    if _worker_timings is None:
+        from solver.task_timing import TimingCache
+
+        _worker_timings = TimingCache(size=WORKER_FINGERPRINTS)
+    return _worker_timings
+
+
+def evaluate(point: Point, methods: tuple[str, ...] | None = None, share_timings: bool = True) -> dict[str, Any]:
     """One point: `pimsat.pipeline.run` (compile, simulate, verify) for each method, with the
-    point's overrides, the methods sharing one lowering. Never raises for a point's own failure:
-    an infeasible or failing method is a record with its reason. {index, records}."""
+    point's overrides, the methods sharing one lowering and, with `share_timings`, the task
+    timings this process measured at earlier points (`worker_timings`). Never raises for a
+    point's own failure: an infeasible or failing method is a record with its reason.
+    {index, records}."""
     from pimsat.pipeline import LoweringCache, SolveOptions, run
     from pimsat.report import report_dict
 
-    cache = LoweringCache(size=1)  # this point's lowering, shared by its methods, gone after it
+    # this point's lowering, shared by its methods, gone after it
+    cache = LoweringCache(size=1, timings=worker_timings() if share_timings else None)
     opts = point.options
     records = []
     try:
@@ -149,9 +172,14 @@ class Progress:
     def stop(self) -> None: ...
 
 
-def _submit(client, point: Point, methods: tuple[str, ...]):
+def _submit(client, point: Point, methods: tuple[str, ...], share_timings: bool = True):
     return client.submit(
-        evaluate, point, methods, key=f"pimsat-point-{point.index}-{point.keys[0][1][:12]}", pure=False
+        evaluate,
+        point,
+        methods,
+        share_timings,
+        key=f"pimsat-point-{point.index}-{point.keys[0][1][:12]}",
+        pure=False,
     )
 
 
@@ -179,13 +207,15 @@ def run_points(
     budget: float | None = None,
     on_result: Callable[[dict[str, dict]], None] | None = None,
     progress: Progress | None = None,
+    share_timings: bool = True,
 ) -> SweepRun:
     """Submit every point that results.jsonl does not already hold (all its methods; an ERROR is
     tried again) to the Dask `client`; append each point's records as they arrive and call
     `on_result(records by key)` (the CSV rewrite). A point whose task raises (a lost worker, a
     crash outside the pipeline) becomes ERROR records, and so does one that runs longer than
     `budget` seconds (its worker is restarted: Python cannot stop a running thread); the other
-    points go on."""
+    points go on. `share_timings=False`: every point times its tasks afresh (same results, slower:
+    evaluate)."""
     from dask.distributed import wait
 
     t0 = time.perf_counter()
@@ -200,7 +230,7 @@ def run_points(
     progress.start(len(points), skipped)
     if on_result is not None and skipped:
         on_result(store.done)
-    pending = {_submit(client, p, missing): (p, missing) for p, missing in todo}
+    pending = {_submit(client, p, missing, share_timings): (p, missing) for p, missing in todo}
     slots = max(1, sum(client.nthreads().values()))
     started: dict[str, float] = {}
     done = failed = 0
