@@ -287,6 +287,10 @@ class TimingCache:
         """Instructions whose issue cycles the cache holds, over all its stores."""
         return sum(st.instructions for st in self._stores.values())
 
+    def stores(self) -> tuple[TimingStore, ...]:
+        """Oldest first (not reordered: reading them is not a use)."""
+        return tuple(self._stores.values())
+
     @property
     def fingerprints(self) -> tuple[str, ...]:
         """Oldest first."""

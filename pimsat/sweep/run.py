@@ -79,6 +79,19 @@ def worker_timings():
     return _worker_timings
 
 
+def worker_timing_stats() -> dict[str, int]:
+    """What this process's TimingCache holds and did: fingerprints, structure timings, hits and
+    misses (for `Client.run`)."""
+    cache = worker_timings()
+    stores = cache.stores()
+    return {
+        "fingerprints": len(stores),
+        "timings": sum(len(s.timings) for s in stores),
+        "hits": sum(s.hits for s in stores),
+        "misses": sum(s.misses for s in stores),
+    }
+
+
 def evaluate(point: Point, methods: tuple[str, ...] | None = None, share_timings: bool = True) -> dict[str, Any]:
     """One point: `pimsat.pipeline.run` (compile, simulate, verify) for each method, with the
     point's overrides, the methods sharing one lowering and, with `share_timings`, the task

@@ -19,7 +19,7 @@ from pimsat.pipeline import SolveOptions, run
 from pimsat.sweep.outputs import write_results
 from pimsat.sweep.plots import figures, pareto_front
 from pimsat.sweep.report import CSV_NAME, axis_values, point_table, sensitivity
-from pimsat.sweep.run import RESULTS, Outcome, evaluate, run_points
+from pimsat.sweep.run import RESULTS, Outcome, evaluate, run_points, worker_timing_stats
 from pimsat.sweep.spec import Axis, PointOptions, SweepError, build_points
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,3 +224,37 @@ def test_a_point_over_its_budget_is_an_error_row_and_the_sweep_goes_on(client, t
     (slow,), (fast,) = ([r for r in result.records if r["index"] == i] for i in (0, 1))
     assert slow["outcome"] == Outcome.ERROR and "budget of 1.5 s" in slow["message"]
     assert fast["outcome"] == Outcome.DONE
+
+
+LAYER = ROOT / "instances" / "small" / "tiny-llama-2l-hbm2-8ch.yaml"
+HOST_AXES = ["host.dispatch_cycles=50,400", "host.sync_cycles=5,80"]
+TIMED = ("solve_seconds", "phase_seconds")  # wall-clock figures: the only fields that may differ
+
+
+def test_a_host_sweep_with_shared_timings_equals_one_without(client, tmp_path):
+    """Host-only axes on a two-layer program: the points' task timings come from the workers'
+    caches, and every file and record equals those of the same sweep timed afresh at every point."""
+    points = build_points([LAYER], [Axis.parse(a) for a in HOST_AXES], OPTIONS)
+    client.restart()  # fresh worker processes: empty caches
+    runs = {}
+    for share in (False, True):
+        out = tmp_path / f"share-{share}"
+        result = run_points(points, client, out, share_timings=share)
+        write_results(out, points, {r["key"]: r for r in result.records}, zipped=False, title="test")
+        runs[share] = (out, result)
+        if not share:
+            assert all(s["fingerprints"] == 0 for s in client.run(worker_timing_stats).values())  # nothing kept
+    stats = list(client.run(worker_timing_stats).values())
+    assert all(s["fingerprints"] == 1 for s in stats)  # one fingerprint for the four hardware points
+    hits, misses = sum(s["hits"] for s in stats), sum(s["misses"] for s in stats)
+    assert misses > 0 and hits > misses  # each worker timed its first point, then reused it
+    (a, ra), (b, rb) = runs[False], runs[True]
+    assert (a / CSV_NAME).read_bytes() == (b / CSV_NAME).read_bytes()
+    assert (a / "report.html").read_bytes() == (b / "report.html").read_bytes()
+    strip = lambda rec: {**rec, "seconds": None, "report": {k: v for k, v in rec["report"].items() if k not in TIMED}}  # noqa: E731
+    assert [strip(r) for r in ra.records] == [strip(r) for r in rb.records]
+    assert all(r["outcome"] == Outcome.DONE for r in rb.records)
+    cycles = {
+        tuple(r["coords"].values()): r["report"]["simulated_cycles"] for r in rb.records if r["method"] == "cpsat"
+    }
+    assert len(set(cycles.values())) > 1  # the host fields do change the program's cycles
