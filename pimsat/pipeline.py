@@ -328,12 +328,15 @@ def run(
     hw_overrides: list[str] | tuple[str, ...] = (),
     preset: str | None = None,
     cache: LoweringCache | None = None,
+    hardware: Hardware | None = None,
 ) -> RunResult:
-    """instance -> program + hardware -> lowered -> solved -> selected program -> simulated -> verified."""
+    """instance -> program + hardware -> lowered -> solved -> selected program -> simulated -> verified.
+    `hardware`: what `instance.build_hardware(hw_overrides, preset)` gives, built already (the
+    methods of a sweep point share it); the overrides are then not read."""
     clock: dict[str, float] = {}
     t0 = time.perf_counter()
     program = instance.build_program()
-    hw = instance.build_hardware(hw_overrides, preset)
+    hw = hardware if hardware is not None else instance.build_hardware(hw_overrides, preset)
     _check_capacity(hw, program)
     lowered = (cache or DEFAULT_CACHE).lowered(instance, hw, program, opts.groups)
     problem, lowering = lowered.for_method(opts.method)

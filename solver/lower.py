@@ -33,7 +33,7 @@ from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, Scheduli
 from .split import split_modes
 from .symbols import Symbols
 from .task_timing import StructureTimings, TaskTiming, TimingCache, TimingStore
-from .tiling import Tiling, make_tiling
+from .tiling import Tiling, channel_signature, make_tiling, structure_key
 
 
 @dataclass(frozen=True)
@@ -121,12 +121,23 @@ class Lowerer:
         # MV structure -> its emission split a MAC run (shared with the timings: a structure timed
         # by another lowering is not emitted here)
         self._split_used: dict[tuple, bool] = {} if shared is None else shared.split_used
+        self._keys: dict[int, tuple] = {}  # id(tiling) -> (tiling, structure_key, {ci: signature})
+
+    def _key(self, kind: str, style: str, t: Tiling, ci: int) -> tuple:
+        """StructureTimings.key, its parts computed once per tiling and channel."""
+        memo = self._keys.get(id(t))
+        if memo is None or memo[0] is not t:
+            memo = self._keys[id(t)] = (t, structure_key(t), {})
+        sig = memo[2].get(ci)
+        if sig is None:
+            sig = memo[2][ci] = channel_signature(t, ci)
+        return (kind, style, memo[1]), sig
 
     # ---- timing of one task (cached) ---------------------------------------------------------
     def _channel_timing(self, layout: Layout, kind: str, style: str, ci: int) -> TaskTiming:
         """The task of channel `ci` of `layout`, emitted and timed once per channel signature
         (channels of one signature run the same commands: StructureTimings)."""
-        key = StructureTimings.key(kind, style, layout.t, ci)
+        key = self._key(kind, style, layout.t, ci)
         if kind == "mv":
 
             def emit():
@@ -142,7 +153,7 @@ class Lowerer:
 
     def _split(self, layout: Layout, style: str, ci: int) -> bool:
         """Whether channel `ci`'s emission split a MAC run (unknown: assume it did)."""
-        return self._split_used.get(StructureTimings.key("mv", style, layout.t, ci), True)
+        return self._split_used.get(self._key("mv", style, layout.t, ci), True)
 
     def _slowest(self, layout: Layout, kind: str, style: str, cis) -> TaskTiming:
         """The slowest of channels `cis` (positions in the tiling): every distinct channel timed,

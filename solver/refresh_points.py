@@ -30,6 +30,9 @@ def _field(ins: Instruction, name: str) -> int:
     return ins.args[ISA.by_mnemonic(ins.op).field_names.index(name)]
 
 
+_COUNT = {op: ISA.by_mnemonic(op).field_names.index("count") for op in ("MAC", "RD", "WR", "WRGB")}
+
+
 def _estimate(hw: Hardware, seq: list[Instruction]) -> int:
     """A quick lower estimate of the sequence's duration (bursts at their sweep spacing)."""
     t = hw.timing
@@ -39,7 +42,11 @@ def _estimate(hw: Hardware, seq: list[Instruction]) -> int:
         "WR": max(t.p("tCCD_S"), hw.link_cycles),
         "WRGB": max(t.p("tCCD_S"), hw.link_cycles),
     }
-    return sum(per.get(ins.op, 1) * (_field(ins, "count") if ins.op in per else 1) for ins in seq)
+    total = 0
+    for ins in seq:
+        k = _COUNT.get(ins.op)
+        total += 1 if k is None else per[ins.op] * ins.args[k]
+    return total
 
 
 def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:

@@ -109,6 +109,7 @@ def evaluate(point: Point, methods: tuple[str, ...] | None = None, share_timings
         inst = point.load_instance()
     except Exception as e:  # noqa: BLE001 - a point's failure is a row
         return {"index": point.index, "records": [record(point, m, *_failure(e)) for m in methods or opts.methods]}
+    hw = None  # built by the first method, shared by the others
     for method in methods or opts.methods:
         t0 = time.perf_counter()
         solve = SolveOptions(
@@ -122,7 +123,9 @@ def evaluate(point: Point, methods: tuple[str, ...] | None = None, share_timings
             record=False,  # no command log: a timing-only simulation is streamed
         )
         try:
-            result = run(inst, solve, point.sets, point.preset, cache=cache)
+            if hw is None:
+                hw = inst.build_hardware(list(point.sets), point.preset)
+            result = run(inst, solve, point.sets, point.preset, cache=cache, hardware=hw)
             report = report_dict(result)
             del result  # one program's streams in memory at a time
             report.pop("history", None)  # the incumbent over time: long, and not a result
