@@ -215,7 +215,10 @@ def _decode(
     in_banks: set[str] = set()
     timings = StructureTimings(hw, lowering.structures, lowering.shared)  # what lowering and the bound timed already
     encode = partial(encode_stream, hw) if lazy else None  # lazy streams also hand out encoded parts
-    layers = Relocations() if lazy else None  # ... shared by the layers' tasks of one structure
+    # ... shared by the layers' tasks of one structure, and with a TimingCache by the decodes of
+    # every lowering of the same timing fingerprint (relocate.py: a table of the same structure,
+    # its rows shifted and its symbols mapped by role, is what emitting it again would give)
+    layers = (Relocations() if lowering.shared is None else lowering.shared.layers) if lazy else None
     for job in problem.jobs:
         mode = chosen[job.name]
         tilings = mode.payload.tilings

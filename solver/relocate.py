@@ -54,6 +54,11 @@ class Relocations:
     def __init__(self) -> None:
         self._first: dict[tuple, tuple[np.ndarray, int, tuple[int, ...]]] = {}
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tables kept."""
+        return sum(t.nbytes for t, _b, _r in self._first.values())
+
     def table(
         self, structure: tuple, base_row: int, roles: tuple[int | None, ...], produce: Callable[[], np.ndarray]
     ) -> np.ndarray:

@@ -27,6 +27,7 @@ from hwmodel.model import COMMANDS, completion_cycles
 from hwmodel.oracle import TimingOracle
 
 from .kv_emit import emit_kv_append
+from .relocate import Relocations
 from .tiling import channel_signature, slot_rows, structure_key
 
 
@@ -228,11 +229,14 @@ class StructureTimings:
 @dataclass(eq=False)
 class TimingStore:
     """The task timings of one timing fingerprint: by structure key (StructureTimings) and, per MV
-    structure, whether its emission split a MAC run (a choice lowering makes from it)."""
+    structure, whether its emission split a MAC run (a choice lowering makes from it); and the
+    encoded commands of the structures streamed decodes emitted (relocate.Relocations: a decode
+    relocates them instead of emitting the structure again)."""
 
     fingerprint: str
     timings: dict[tuple, TaskTiming] = field(default_factory=dict)
     split_used: dict[tuple, bool] = field(default_factory=dict)
+    layers: Relocations = field(default_factory=Relocations)
     hits: int = 0
     misses: int = 0
 
@@ -248,31 +252,32 @@ class TimingStore:
         self.timings[key] = tt
 
     @property
-    def instructions(self) -> int:
-        """Instructions whose issue cycles the store holds (8 B each)."""
-        return sum(len(tt.issue) for tt in self.timings.values())
+    def nbytes(self) -> int:
+        """Bytes of the issue cycles and encoded tables the store holds."""
+        return sum(tt.issue.nbytes for tt in self.timings.values()) + self.layers.nbytes
 
 
 class TimingCache:
     """Task timings shared between lowerings, per timing fingerprint (the hardware fields task
     timing reads: `timing_fingerprint`): a lowering of hardware that differs from an earlier one
     only in fields timing does not read (host dispatch, sync, vector and matrix rates) emits and
-    times no task again. Bounded: the stores of the last `size` fingerprints are kept, and a store
-    holding more than `max_instructions` issue cycles is started afresh (a long sweep over
-    program fields on one device). Explicit: whoever wants sharing holds one and passes it in
-    (a sweep worker keeps one across its points: pimsat/sweep/run.py)."""
+    times no task again, and its streamed decodes emit no structure again. Bounded: the stores
+    of the last `size` fingerprints are kept, and a store holding more than `max_bytes` is
+    started afresh (a long sweep over program fields on one device). Explicit: whoever wants
+    sharing holds one and passes it in (a sweep worker keeps one across its points:
+    pimsat/sweep/run.py)."""
 
-    def __init__(self, size: int = 4, max_instructions: int = 20_000_000):
+    def __init__(self, size: int = 4, max_bytes: int = 256 * 2**20):
         if size < 1:
             raise ValueError("a TimingCache holds at least one fingerprint")
-        self.size, self.max_instructions = size, max_instructions
+        self.size, self.max_bytes = size, max_bytes
         self._stores: OrderedDict[str, TimingStore] = OrderedDict()
 
     def store(self, hw: Hardware) -> TimingStore:
         """The store of `hw`'s timing fingerprint (made on first use), now the most recent."""
         fp = timing_fingerprint(hw)
         st = self._stores.pop(fp, None)
-        if st is None or st.instructions > self.max_instructions:
+        if st is None or st.nbytes > self.max_bytes:
             st = TimingStore(fp)
         self._stores[fp] = st
         while len(self._stores) > self.size:
@@ -283,9 +288,9 @@ class TimingCache:
         return len(self._stores)
 
     @property
-    def instructions(self) -> int:
-        """Instructions whose issue cycles the cache holds, over all its stores."""
-        return sum(st.instructions for st in self._stores.values())
+    def nbytes(self) -> int:
+        """Bytes the cache holds, over all its stores."""
+        return sum(st.nbytes for st in self._stores.values())
 
     def stores(self) -> tuple[TimingStore, ...]:
         """Oldest first (not reordered: reading them is not a use)."""

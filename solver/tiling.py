@@ -11,6 +11,7 @@ that fit in (half of, when double-buffered) the channel's global buffer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import ceil
 
 from hwmodel import Hardware
@@ -144,15 +145,21 @@ def channel_signature(t: Tiling, ci: int) -> tuple:
     """Channels with equal signatures run structurally identical command sequences (same
     commands, counts and stamps; only data addresses differ): per slot and unit, the rows it
     holds and where fused parts cut them (each cut is one more accumulator read-out)."""
-    edges = sorted({e for p in t.shape.parts for e in (p.row0, p.row0 + p.rows)})
+    edges = tuple(sorted({e for p in t.shape.parts for e in (p.row0, p.row0 + p.rows)}))
+    return _signature(t.slots[ci][: t.slot_count], t.rows_per_pu, t.pus, edges)
+
+
+@lru_cache(maxsize=4096)  # bounded: lowering and decode ask for the same few channels again and again
+def _signature(slots: tuple[Slice | None, ...], rows_per_pu: int, pus: int, edges: tuple[int, ...]) -> tuple:
+    """channel_signature of a channel whose slots are `slots` (Tiling.pu_rows, unrolled)."""
     out = []
-    for slot in range(t.slot_count):
-        for pu in range(t.pus):
-            held = t.pu_rows(ci, slot, pu)
-            if held is None:
+    for sl in slots:
+        for pu in range(pus):
+            r0 = None if sl is None else sl.row0 + pu * rows_per_pu
+            r1 = None if sl is None else min(r0 + rows_per_pu, sl.row1)
+            if sl is None or r0 >= r1:
                 out.append(0)
                 continue
-            _, r0, r1 = held
             cuts = tuple(e - r0 for e in edges if r0 < e < r1)
             out.append((r1 - r0, cuts) if cuts else r1 - r0)
     return tuple(out)
@@ -163,23 +170,31 @@ def channel_parts(t: Tiling, ci: int) -> tuple:
     rows between part cuts. With the channel's signature (the runs) and base row, this fixes
     every field of its commands but host offsets: banks, rows, columns, counts, and the tensors
     they name (a part's weight copy, its output's staging)."""
-    sh = t.shape
-    if not sh.parts:
+    if not t.shape.parts:
         return ()
-    edges = sorted({e for p in sh.parts for e in (p.row0, p.row0 + p.rows)})
+    return _parts(t.slots[ci][: t.slot_count], t.rows_per_pu, t.pus, t.shape.parts)
+
+
+@lru_cache(maxsize=4096)  # bounded, as _signature
+def _parts(slots: tuple[Slice | None, ...], rows_per_pu: int, pus: int, parts: tuple) -> tuple:
+    """channel_parts of a channel whose slots are `slots`, of a shape cut into `parts`."""
+    edges = sorted({e for p in parts for e in (p.row0, p.row0 + p.rows)})
     out = []
-    for slot in range(t.slot_count):
-        for pu in range(t.pus):
-            held = t.pu_rows(ci, slot, pu)
-            if held is not None:
-                _, r0, r1 = held
-                out.append(tuple(_part_index(sh, r) for r in (r0, *(e for e in edges if r0 < e < r1))))
+    for sl in slots:
+        for pu in range(pus):
+            r0 = None if sl is None else sl.row0 + pu * rows_per_pu
+            r1 = None if sl is None else min(r0 + rows_per_pu, sl.row1)
+            if sl is not None and r0 < r1:
+                out.append(tuple(_part_at(parts, r) for r in (r0, *(e for e in edges if r0 < e < r1))))
     return tuple(out)
 
 
-def _part_index(shape, row: int) -> int | None:
-    p = shape.part_of(row)
-    return None if p is None else shape.parts.index(p)
+def _part_at(parts: tuple, row: int) -> int | None:
+    """The index of the part holding `row` (MVShape.part_of, then its index in parts)."""
+    for p in parts:
+        if p.row0 <= row < p.row0 + p.rows:
+            return parts.index(p)
+    return None
 
 
 def slot_rows(t: Tiling, ci: int) -> tuple:

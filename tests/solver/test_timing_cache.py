@@ -218,11 +218,11 @@ def test_the_cache_is_bounded():
     cache.store(hws[1])  # used again: now the most recent
     cache.store(hws[0])
     assert cache.fingerprints == tuple(timing_fingerprint(h) for h in (hws[1], hws[0]))
-    # a store past its instruction budget starts afresh
-    small = TimingCache(size=1, max_instructions=1)
+    # a store past its byte budget starts afresh
+    small = TimingCache(size=1, max_bytes=8)
     lower_program(hws[0], inst.build_program(), 4, small)
-    assert small.instructions > 1
-    assert small.store(hws[0]).instructions == 0 == small.instructions
+    assert small.nbytes > 8
+    assert small.store(hws[0]).nbytes == 0 == small.nbytes
     with pytest.raises(ValueError):
         TimingCache(size=0)
 
