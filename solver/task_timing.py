@@ -189,9 +189,7 @@ class StructureTimings:
 
     def time(self, seq: list[Instruction]) -> TaskTiming:
         """An append, by its commands' timed fields."""
-        return self.structure(
-            ("append", tuple((ins.op, *(ins.args[i] for i in TIMED_FIELDS[ins.op])) for ins in seq)), lambda: seq
-        )
+        return self.structure(_append_key(seq), lambda: seq)
 
     def appends(self, lay, sym, cis, new: str, position: int) -> dict[tuple, TaskTiming | None]:
         """The KV append (new tensor, position) of each distinct slot rows (tiling.slot_rows) among
@@ -201,9 +199,26 @@ class StructureTimings:
         out: dict[tuple, TaskTiming | None] = {}
         for ci in cis:
             rows = slot_rows(lay.t, ci)
-            if rows not in out:
-                seq = emit_kv_append(self.hw, lay, sym, ci, new, position)
+            if rows in out:
+                continue
+            emit = lambda ci=ci: emit_kv_append(self.hw, lay, sym, ci, new, position)  # noqa: E731
+            if self.shared is None:
+                seq = emit()
                 out[rows] = self.time(seq) if seq else None
+                continue
+            # with a shared store, the key of an append seen before is known without emitting it:
+            # its timed fields follow from the tiling's structure, the channel's slots, its base
+            # row and the position (kv_emit.emit_kv_append, Layout.locate; the device's fields
+            # they read are in the fingerprint); names and host offsets are not timed
+            seen = (structure_key(lay.t), lay.t.slots[ci], lay.base_rows[lay.t.channels[ci]], position)
+            key = self.shared.append_keys.get(seen, _UNKNOWN)
+            if key is _UNKNOWN:
+                seq = emit()
+                key = self.shared.append_keys[seen] = _append_key(seq) if seq else None
+                out[rows] = None if key is None else self.structure(key, lambda seq=seq: seq)
+            else:
+                sym.id(new)  # what emitting it would have done to the symbol table (decode's)
+                out[rows] = None if key is None else self.structure(key, emit)
         return out
 
     @staticmethod
@@ -226,6 +241,14 @@ class StructureTimings:
         return tt
 
 
+_UNKNOWN = object()
+
+
+def _append_key(seq: list[Instruction]) -> tuple:
+    """An append's structure key: its commands' timed fields."""
+    return ("append", tuple((ins.op, *(ins.args[i] for i in TIMED_FIELDS[ins.op])) for ins in seq))
+
+
 @dataclass(eq=False)
 class TimingStore:
     """The task timings of one timing fingerprint: by structure key (StructureTimings) and, per MV
@@ -237,6 +260,9 @@ class TimingStore:
     timings: dict[tuple, TaskTiming] = field(default_factory=dict)
     split_used: dict[tuple, bool] = field(default_factory=dict)
     layers: Relocations = field(default_factory=Relocations)
+    # KV appends: (tiling structure, the channel's slots, its base row, position) -> the append's
+    # structure key (None: no commands), so that a lowering need not emit it to find its timing
+    append_keys: dict[tuple, tuple | None] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
 

@@ -124,7 +124,7 @@ def evaluate(point: Point, methods: tuple[str, ...] | None = None, share_timings
         )
         try:
             if hw is None:
-                hw = inst.build_hardware(list(point.sets), point.preset)
+                hw = point.load_hardware()
             result = run(inst, solve, point.sets, point.preset, cache=cache, hardware=hw)
             report = report_dict(result)
             del result  # one program's streams in memory at a time

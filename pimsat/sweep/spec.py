@@ -110,9 +110,17 @@ class Point:
     total_lanes: int  # cost proxy: channels x PIM units per channel x lanes
     options: PointOptions
     keys: tuple[tuple[str, str], ...] = field(default=())  # (method, result key)
+    resolved: str = ""  # the hardware built and checked here, as JSON (what the result key hashes)
 
     def key(self, method: str) -> str:
         return dict(self.keys)[method]
+
+    def load_hardware(self) -> Hardware:
+        """The point's hardware: validated again from the JSON built when the sweep started (no
+        preset file read in the worker), or built from the instance and overrides."""
+        if self.resolved:
+            return Hardware.model_validate_json(self.resolved)
+        return self.load_instance().build_hardware(list(self.sets), self.preset)
 
     def load_instance(self) -> Instance:
         inst = Instance.model_validate(self.instance)
@@ -263,6 +271,7 @@ def build_points(
                     total_lanes=hw.total_pus * hw.pim.lanes,
                     options=options,
                     keys=tuple((m, result_key(inst, hw, m, options)) for m in options.methods),
+                    resolved=hw.model_dump_json(),
                 )
             )
     return points

@@ -200,10 +200,19 @@ def test_sweep_file_zip_on_an_existing_scheduler(client, tmp_path):
 
 def test_a_point_that_raises_is_an_error_row():
     (point,) = build_points([GEMV], [], OPTIONS)
-    broken = type(point)(**{**point.__dict__, "sets": ("pim.lanes=oops",)})  # past the up-front check
+    # past the up-front check (built from its overrides in the worker, not from the resolved JSON)
+    broken = type(point)(**{**point.__dict__, "sets": ("pim.lanes=oops",), "resolved": ""})
     recs = evaluate(broken)["records"]
     assert [r["outcome"] for r in recs] == [Outcome.ERROR] * 2
     assert "pim.lanes" in recs[0]["message"] and recs[0]["key"] == point.key("greedy")
+
+
+def test_a_point_carries_its_hardware_as_built():
+    """The worker validates the hardware the sweep built (no preset file read): the same device
+    as building it again from the instance and the point's overrides."""
+    for point in build_points([GEMV], [Axis.parse(a) for a in AXES[:1] + HOST_AXES], OPTIONS):
+        built = point.load_instance().build_hardware(list(point.sets), point.preset)
+        assert point.load_hardware() == built and point.load_hardware().model_dump_json() == point.resolved
 
 
 def test_pareto_front():

@@ -201,6 +201,7 @@ def test_the_pipeline_emits_the_same_program_with_the_cache():
         assert calls[0] == 0
         assert a.hardware.host.dispatch_cycles == 37
         assert int(a.sim.cycles) == int(b.sim.cycles) == a.compiled.predicted_cycles
+        assert a.compiled.streams.symbols == b.compiled.streams.symbols  # (emitting allocates symbols)
         assert list(a.compiled.streams.host) == list(b.compiled.streams.host)
         assert [list(c) for c in a.compiled.streams.channels] == [list(c) for c in b.compiled.streams.channels]
         assert a.bounds.hardware.as_dict() == b.bounds.hardware.as_dict()
@@ -278,5 +279,6 @@ def test_streamed_programs_relocate_shared_tables_to_the_same_rows(monkeypatch):
     alone = emitted[0]
     assert with_cache * 10 < alone, (with_cache, alone)  # (2 of 78 when written)
     (ra, ha), (rb, hb) = streamed(a), streamed(b)
+    assert a.compiled.streams.symbols == b.compiled.streams.symbols
     assert ha == hb and len(ra) == len(rb) and all(np.array_equal(x, y) for x, y in zip(ra, rb))
     assert int(a.sim.cycles) == int(b.sim.cycles) == b.compiled.predicted_cycles
