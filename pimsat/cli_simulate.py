@@ -28,12 +28,12 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     """Simulate the instruction streams in STREAMS_DIR (written by `pimsat solve --out`)."""
     import sim
     from hwmodel.streams_io import read_streams
-    from sim.traces import write_chrome_trace, write_command_log, write_vcd
 
     from .stream_inputs import manifest_inputs
 
     streams, manifest = read_streams(streams_dir)
     hw, program, seed = manifest_inputs(streams_dir, manifest, preset, list(sets))
+    digest = _Digest(streams, manifest)  # hashed on the other core while the simulation runs
     functional = not timing_only and program is not None
     state = inputs = None
     if functional:
@@ -49,7 +49,7 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         )
     except sim.SimulationError as e:
         # an emitted program the simulator refuses is a compiler bug; one changed since is not
-        changed = _against_compiled(streams, manifest, 0).get("program_modified")
+        changed = _against_compiled(digest, manifest, 0).get("program_modified")
         what = {True: "the program (changed since it was compiled)", False: "the emitted program", None: "the program"}[
             changed
         ]
@@ -61,6 +61,8 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
 
         match, err = compare_outputs(program, res.outputs, ir.run(program, inputs, state))
         bits = bit_true_check(hw, program, inputs, state, streams, res)
+    if log_path or trace or vcd:
+        from sim.traces import write_chrome_trace, write_command_log, write_vcd
     if log_path:
         write_command_log(log_path, res.log, hw)
     if trace:
@@ -75,7 +77,7 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         write_vcd(vcd, res.log, hw)
     summary = res.summary()
     n_cmds = int(sum(summary["commands"].values()))
-    compiled = _against_compiled(streams, manifest, int(res.cycles))
+    compiled = _against_compiled(digest, manifest, int(res.cycles))
     out = {
         "cycles": int(res.cycles),
         "time_us": round(res.cycles * hw.timing.tCK_ns / 1000, 3),
@@ -128,13 +130,42 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         raise UserError(f"simulated values differ from the bit-true model: {bits.summary()}")
 
 
-def _against_compiled(streams, manifest: dict, cycles: int) -> dict:
+class _Digest:
+    """The program's digest (hwmodel.streams.program_digest) when the manifest records one,
+    computed in a thread started now: hashing releases the GIL, and so does the compiled kernel,
+    so on a second core the digest of a long stream costs no wall time. `value()` waits for it
+    (and raises what computing it raised)."""
+
+    def __init__(self, streams, manifest: dict):
+        self._value = self._error = self._thread = None
+        if isinstance(manifest.get("program_sha256"), str):
+            import threading
+
+            self._thread = threading.Thread(target=self._run, args=(streams,), daemon=True)
+            self._thread.start()
+
+    def _run(self, streams) -> None:
+        from hwmodel.streams import program_digest
+
+        try:
+            self._value = program_digest(streams)
+        except BaseException as e:  # re-raised by value(), in the command's thread
+            self._error = e
+
+    def value(self) -> str | None:
+        if self._thread is None:
+            return None
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _against_compiled(digest: _Digest, manifest: dict, cycles: int) -> dict:
     """What the manifest says was compiled, against what was simulated: the program's digest
     (changed since?) and the predicted cycles (slower / faster?)."""
-    from hwmodel.streams import program_digest
-
     recorded = manifest.get("program_sha256")
-    modified = None if not isinstance(recorded, str) else program_digest(streams) != recorded
+    modified = None if not isinstance(recorded, str) else digest.value() != recorded
     comp = manifest.get("compiled")
     predicted = comp.get("predicted_cycles") if isinstance(comp, dict) else None
     if not isinstance(predicted, int) or isinstance(predicted, bool):

@@ -60,7 +60,6 @@ from . import channel as _K
 from .engine import run_timing
 from .errors import SimulationError
 from .host import epilogue_cycles, host_op_cycles
-from .memory import ResidentView
 from .result import HOST_EVENT_DTYPE, LOG_DTYPE, SimResult, StreamTimes
 
 __all__ = [
@@ -145,6 +144,8 @@ def simulate(
             res.output_dtypes[name] = program.tensors[name].dtype.value
         res.host = {k: t.shaped() for k, t in m.host.items()}
         res.phase_seconds["functional"] = time.perf_counter() - t0
+        from .memory import ResidentView  # (imports ir: only functional runs need it)
+
         res.resident = ResidentView(
             m.banks, streams.placements, {n: np.shape(state[n]) for n in {p.tensor for p in streams.placements}}
         )

@@ -22,7 +22,7 @@ from . import channel as K
 from .encode import C_BANK, C_N, C_OP, C_STAMP, C_SYM, OP_SIG, OP_WAIT, OPCODES, SignalMap, encode_stream
 from .errors import SimulationError
 from .host import HostRunner
-from .records import record_rows
+from .records import record_rows_ops
 from .result import LOG_DTYPE
 from .timing import TimingTables, compile_tables
 
@@ -188,8 +188,9 @@ class _Feed:
         self.prog = np.ascontiguousarray(self.table.reshape(-1))
 
     def _encode(self, start: int) -> np.ndarray:
+        present = -1  # bitmask of the opcodes in the slice (-1: not known, check them all)
         if isinstance(self.stream, RecordStream):  # read from a file: records -> rows, compiled
-            t = record_rows(self.hw, self.stream, start, start + self.slice_len, self._buf)
+            t, present = record_rows_ops(self.hw, self.stream, start, start + self.slice_len, self._buf)
         elif self._buf is not None:  # a LazyStream whose parts come encoded
             t = self.stream.rows(start, start + self.slice_len, self._buf)
         else:
@@ -198,9 +199,11 @@ class _Feed:
                 self.stream if whole else self.stream[start : start + self.slice_len]
             )  # (a LazyStream slice: built now)
             t = encode_stream(self.hw, part)
-        t = self.signals.densify(t)
-        refuse_sync_stamps(t, self.stream, self.ch, start)
-        refuse_unit_alias(self.hw, t, self.stream, self.ch, start)
+        if present & (1 << OP_SIG | 1 << OP_WAIT):  # (no SIG or WAIT: nothing to densify or refuse)
+            t = self.signals.densify(t)
+            refuse_sync_stamps(t, self.stream, self.ch, start)
+        if present & (1 << OPCODES["RDACC"]):
+            refuse_unit_alias(self.hw, t, self.stream, self.ch, start)
         if self.n_symbols is not None:
             bad = np.flatnonzero(t[:, C_SYM] >= self.n_symbols)
             if len(bad):

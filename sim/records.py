@@ -10,7 +10,7 @@ from functools import cache
 import numpy as np
 
 from hwmodel.isa import ISA
-from hwmodel.isa_codec import MAX_FIELDS, layout_arrays
+from hwmodel.isa_codec import MAX_FIELDS, RECORD_DTYPE, layout_arrays
 from hwmodel.model import Hardware
 from hwmodel.record_stream import RecordStream
 from hwmodel.table import BASE_ROW, C_CNT, C_MASK, C_N, C_STAMP, FIELD_COLUMNS, OPCODES, RDACC, REF, WIDTH
@@ -32,11 +32,15 @@ def _layout() -> tuple[np.ndarray, ...]:
 
 
 @njit
-def _convert(lo, hi, cyc, internal, shift, width, cols, base, all_banks, bpb, out):  # pragma: no cover - compiled
-    for k in range(len(lo)):
-        w0, w1 = lo[k], hi[k]
+def _convert(words, internal, shift, width, cols, base, all_banks, bpb, out):  # pragma: no cover - compiled
+    """Rows of the records `words` (uint64 [n, 3]: cycle, lo, hi) into `out`; returns the
+    bitmask of the table opcodes present (bit op)."""
+    present = np.int64(0)
+    for k in range(words.shape[0]):
+        w0, w1 = words[k, 1], words[k, 2]
         byte = np.int64(w0 & np.uint64(0xFF))
         op = internal[byte]
+        present |= np.int64(1) << op
         for c in range(base.shape[1]):
             out[k, c] = base[op, c]
         for j in range(shift.shape[1]):
@@ -55,19 +59,32 @@ def _convert(lo, hi, cyc, internal, shift, width, cols, base, all_banks, bpb, ou
                 col = cols[byte, j, t]
                 if col >= 0:
                     out[k, col] = np.int64(v)
-        out[k, 1] = np.int64(cyc[k])  # all ones (unstamped) -> -1
+        out[k, 1] = np.int64(words[k, 0])  # all ones (unstamped) -> -1
         if op == 4:  # REF
             out[k, 2] = all_banks
         elif op == 7:  # RDACC
             out[k, 5] = (4 * out[k, 8] + bpb - 1) // bpb
+    return present
 
 
+assert RECORD_DTYPE.names == ("cycle", "lo", "hi") and RECORD_DTYPE == np.dtype(
+    [("cycle", "=u8"), ("lo", "=u8"), ("hi", "=u8")]
+), "_convert reads a record as three native uint64 words: cycle, lo, hi"
 assert (C_STAMP, C_MASK, C_N, C_CNT, REF, RDACC) == (1, 2, 5, 8, 4, 7), "update _convert's column numbers"
 
 
 def record_rows(hw: Hardware, stream: RecordStream, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
     """`stream.rows(start, stop, out, hw)`, compiled (the records were checked when read)."""
-    rec = stream.records(start, stop)
+    return record_rows_ops(hw, stream, start, stop, out)[0]
+
+
+def record_rows_ops(
+    hw: Hardware, stream: RecordStream, start: int, stop: int, out: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
+    """`record_rows` and the bitmask of the table opcodes among those rows (bit `op`), so the
+    caller skips the checks of opcodes that are absent (SIG/WAIT, RDACC) without a pass over the
+    table."""
+    rec = np.ascontiguousarray(stream.records(start, stop))
     n = len(rec)
     if out is None:
         out = np.empty((n, WIDTH), dtype=np.int64)
@@ -75,10 +92,8 @@ def record_rows(hw: Hardware, stream: RecordStream, start: int, stop: int, out: 
         raise ValueError(f"a buffer of {len(out)} rows for {n} instructions")
     table = out[:n]
     internal, shift, width, cols = _layout()
-    _convert(
-        np.ascontiguousarray(rec["lo"]),
-        np.ascontiguousarray(rec["hi"]),
-        np.ascontiguousarray(rec["cycle"]),
+    present = _convert(
+        rec.view(np.uint64).reshape(n, 3),  # the record's fields in place: no copy of each column
         internal,
         shift,
         width,
@@ -88,4 +103,4 @@ def record_rows(hw: Hardware, stream: RecordStream, start: int, stop: int, out: 
         np.int64(hw.organization.burst_bytes),
         table,
     )
-    return table
+    return table, int(present)

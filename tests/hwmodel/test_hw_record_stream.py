@@ -13,7 +13,7 @@ from hwmodel.isa import ISA, Instruction
 from hwmodel.isa_codec import HEADER_BYTES, encode_records, encode_stream
 from hwmodel.record_stream import RecordStream
 from hwmodel.table import encode_stream as encode_table
-from sim.records import record_rows
+from sim.records import record_rows, record_rows_ops
 
 HW = load_hardware("hbm2-pim", ["organization.channels=2"])
 CHANNEL_OPS = [o for o in ISA.ops if o.stream != "host"]
@@ -40,6 +40,9 @@ def test_rows_are_the_tables_encoding(instrs, a, b):
     assert np.array_equal(record_rows(HW, rs, lo, hi), want[lo:hi])
     buf = np.full((80, want.shape[1]), 7, dtype=np.int64)
     assert np.array_equal(rs.rows(lo, hi, buf, hw=HW), want[lo:hi])
+    table, present = record_rows_ops(HW, rs, lo, hi, buf)  # the opcodes present, as a bitmask
+    assert np.array_equal(table, want[lo:hi])
+    assert present == sum(1 << int(op) for op in np.unique(want[lo:hi, 0]))
 
 
 @fast
