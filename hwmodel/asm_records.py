@@ -10,6 +10,7 @@ records. Without numba (hwmodel/jit.py) every file takes the line by line parser
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -204,6 +205,10 @@ def _assemble(a, mn_keys, name_keys, field_pos, shift, bits, required, default_l
     return k
 
 
+def _assemble_into(a: np.ndarray, cyc: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
+    return _assemble(a, _MN_KEYS, _NAME_KEYS, _FIELD_POS, _SHIFT, _BITS, _REQUIRED, _DEFAULT_LO, _OPCODE, cyc, lo, hi)
+
+
 def assemble(data: bytes | np.ndarray) -> np.ndarray | None:
     """The records of assembly text (its bytes), or None where the line by line parser must
     decide (without numba: always None)."""
@@ -212,12 +217,62 @@ def assemble(data: bytes | np.ndarray) -> np.ndarray | None:
     a = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else data
     lines = int(np.count_nonzero(a == 10)) + 1
     cyc, lo, hi = (np.empty(lines, dtype=np.uint64) for _ in range(3))
-    k = _assemble(a, _MN_KEYS, _NAME_KEYS, _FIELD_POS, _SHIFT, _BITS, _REQUIRED, _DEFAULT_LO, _OPCODE, cyc, lo, hi)
+    k = _assemble_into(a, cyc, lo, hi)
     if k < 0:
         return None
     rec = np.empty(k, dtype=RECORD_DTYPE)
     rec["cycle"], rec["lo"], rec["hi"] = cyc[:k], lo[:k], hi[:k]
     return rec
+
+
+#: bytes of assembly text read and assembled at once by `assemble_file`
+CHUNK = 1 << 22
+
+
+def _line_chunks(f, size: int) -> Iterator[bytes]:
+    """The file's bytes about `size` at a time, each piece cut after its last newline (a piece
+    holds whole lines; a line longer than `size` makes a longer piece)."""
+    carry = b""
+    while True:
+        data = f.read(size)
+        if not data:
+            if carry:
+                yield carry
+            return
+        if carry:
+            data = carry + data
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data
+            continue
+        carry = data[cut:]
+        yield data if cut == len(data) else data[:cut]
+
+
+def assemble_file(path: Path, chunk: int = CHUNK) -> np.ndarray | None:
+    """`assemble` of the file's bytes, read `chunk` bytes at a time: the records are the only
+    thing the size of the program held (the text is read twice, once to count its lines; the
+    records are a view of a buffer one per line, blank and comment lines included).
+    Lines are independent and every piece ends at a newline, so the pieces assemble (or
+    decline: None) exactly as the whole text would."""
+    if not JIT:
+        return None
+    with open(path, "rb") as f:
+        lines = 1 + sum(c.count(b"\n") for c in iter(lambda: f.read(chunk), b""))
+        rec = np.empty(lines, dtype=RECORD_DTYPE)
+        f.seek(0)
+        k = 0
+        for piece in _line_chunks(f, chunk):
+            a = np.frombuffer(piece, dtype=np.uint8)
+            m = piece.count(b"\n") + 1
+            cyc, lo, hi = (np.empty(m, dtype=np.uint64) for _ in range(3))
+            got = _assemble_into(a, cyc, lo, hi)
+            if got < 0 or k + got > lines:
+                return None
+            part = rec[k : k + got]
+            part["cycle"], part["lo"], part["hi"] = cyc[:got], lo[:got], hi[:got]
+            k += got
+    return rec[:k] if 2 * k >= lines else rec[:k].copy()  # (mostly comments or blank lines: a copy)
 
 
 def parse_records(path: Path, read_text) -> np.ndarray:
@@ -226,7 +281,7 @@ def parse_records(path: Path, read_text) -> np.ndarray:
     rec = None
     if JIT:
         try:
-            rec = assemble(np.fromfile(path, dtype=np.uint8))
+            rec = assemble_file(path)
         except OSError:
             pass
     if rec is None:

@@ -157,3 +157,23 @@ def test_file_errors_come_from_the_line_parser(tmp_path):
         parse_records(p, lambda path: path.read_text())
     p.write_text("PRE mask=0x1\u00a0\n")  # NBSP: whitespace to str.split, so valid; the parser decides
     assert np.array_equal(parse_records(p, lambda path: path.read_text()), encode_records(parse_stream("PRE mask=0x1")))
+
+
+@fast
+@given(st.lists(instructions(), max_size=40), st.integers(1, 64), st.booleans())
+def test_a_file_assembles_piece_by_piece(tmp_path_factory, instrs, chunk, crlf):
+    """assemble_file reads the text a few bytes at a time (pieces cut after a newline, a line
+    longer than a piece carried over): the same records as the whole text, or the same refusal."""
+    from hwmodel.asm_records import assemble_file
+
+    text = format_stream(instrs, header="a header\nof two lines")
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    p = tmp_path_factory.mktemp("asm") / "ch.s"
+    for body in (text, text.rstrip("\r\n"), text + "PRE mask=1 mask=2\n", "REF\r" + text):
+        p.write_bytes(body.encode())
+        whole = assemble(body.encode())
+        got = assemble_file(p, chunk)
+        assert (got is None) == (whole is None)
+        if whole is not None:
+            assert np.array_equal(got, whole)
