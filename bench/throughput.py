@@ -2,7 +2,11 @@
 and stream format, side by side in one run (issue 20).
 
     .venv/bin/python bench/throughput.py [--commands 2750000] [--repeat 3] [--only random,pim]
-        [--instance instances/llm/llama-2-7b-1l-b1-c128-hbm2-64ch.yaml] [--json OUT]
+        [--instance instances/llm/llama-2-7b-1l-b1-c128-hbm2-64ch.yaml] [--json OUT] [--baseline DIR]
+
+--baseline DIR: also run every workload with the code of DIR (another checkout, e.g.
+`git archive COMMIT | tar -x -C DIR`, first on PYTHONPATH), alternating with this checkout's
+runs, and report both side by side (rows "… @base"); same interpreter and packages.
 
 Workloads (written once into a temporary folder, then simulated `--repeat` times, runs
 alternating between workloads; the median wall is reported):
@@ -36,7 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 PIMSAT = [sys.executable, "-m", "pimsat"]
 
 
-def _run_measured(args: list[str]) -> tuple[float, int, dict]:
+def _run_measured(args: list[str], env: dict | None = None) -> tuple[float, int, dict]:
     """Wall seconds, peak RSS (bytes, of this child alone: wait4) and the JSON it printed."""
     t0 = time.perf_counter()
     pid = os.fork()
@@ -46,7 +50,7 @@ def _run_measured(args: list[str]) -> tuple[float, int, dict]:
         err = os.open(_ERR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(err, 2)
         os.chdir(ROOT)
-        os.execv(args[0], args)
+        os.execve(args[0], args, os.environ if env is None else env)
     _, status, usage = os.wait4(pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status):
@@ -108,6 +112,7 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma-separated workloads (default: all)")
     ap.add_argument("--instance", default="instances/llm/llama-2-7b-1l-b1-c128-hbm2-64ch.yaml")
     ap.add_argument("--json", dest="json_out", default=None)
+    ap.add_argument("--baseline", type=Path, default=None, help="another checkout to run side by side")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else None
     with tempfile.TemporaryDirectory(prefix="pimsat-throughput-") as t:
@@ -119,11 +124,27 @@ def main() -> None:
         for name in ("layer", "layer (.s)"):
             if name in args:
                 args[name] = [*exe, "simulate", str(dirs[name]), "--timing-only", "--json"]
-        _run_measured(args[next(iter(args))])  # warm the compiled kernels' cache
+        envs: dict[str, dict | None] = dict.fromkeys(args)
+        if a.baseline is not None:  # the same command with the baseline's code first on the path
+            base_env = {**os.environ, "PYTHONPATH": str(a.baseline.resolve())}
+            mine = dict(args)  # (the entry point script: sys.path[0] is its folder, then PYTHONPATH)
+            args = {n: cmd for name, cmd in mine.items() for n in (f"{name} @base", name)}
+            for name in mine:
+                envs[f"{name} @base"] = base_env
+        first = next(iter(dirs))
+        for name in args:  # warm the compiled kernels' caches (each checkout: .bin and .s readers)
+            if name.split(" @")[0] in (first, f"{first} (.s)"):
+                _run_measured(args[name], envs[name])
         runs: dict[str, list[tuple[float, int, dict]]] = {n: [] for n in args}
         for _ in range(a.repeat):
             for name, cmd in args.items():
-                runs[name].append(_run_measured(cmd))
+                runs[name].append(_run_measured(cmd, envs.get(name)))
+    for name, rs in runs.items():
+        if name.endswith(" @base"):
+            mine_out, base_out = runs[name[: -len(" @base")]][0][2], rs[0][2]
+            for k in ("cycles", "dram_commands", "command_counts", "stall_cycles", "row_hits"):
+                if mine_out.get(k) != base_out.get(k):
+                    print(f"{name}: {k} differs from this checkout's: {base_out.get(k)} != {mine_out.get(k)}")
     rows = []
     for name, rs in runs.items():
         wall = statistics.median(r[0] for r in rs)
@@ -140,10 +161,10 @@ def main() -> None:
                 "peak_mb": round(max(r[1] for r in rs) / 2**20),
             }
         )
-    print(f"{'workload':<18} {'commands':>11} {'cycles':>12} {'wall s':>8} {'cmd/s':>11} {'sim s':>7} {'peak MB':>8}")
+    print(f"{'workload':<24} {'commands':>11} {'cycles':>12} {'wall s':>8} {'cmd/s':>11} {'sim s':>7} {'peak MB':>8}")
     for r in rows:
         print(
-            f"{r['workload']:<18} {r['commands']:>11,} {r['cycles']:>12,} {r['wall_s']:>8.2f} "
+            f"{r['workload']:<24} {r['commands']:>11,} {r['cycles']:>12,} {r['wall_s']:>8.2f} "
             f"{r['commands_per_s']:>11,} {r['simulate_phase_s']:>7.2f} {r['peak_mb']:>8,}"
         )
     print(f"(median of {a.repeat} runs each, alternating; wall = the whole `pimsat simulate` process)")
