@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli_base import DEFAULT_INSTANCE, CompilerError, UserError, console, guard, main  # noqa: F401
+from .cli_base import DEFAULT_INSTANCE, CompilerError, UserError, guard, main  # noqa: F401
 
 #: command -> the modules that define it, imported when the command runs (start-up: a command
 #: loads only what it needs; tests/pimsat/test_cli.py checks every command is listed)
@@ -25,6 +25,15 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "sweep": ("pimsat.cli_sweep",),
 }
 main.lazy = COMMANDS
+
+
+def __getattr__(name: str):
+    if name == "console":  # made on first use (cli_base)
+        from . import cli_base
+
+        return cli_base.console
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 if __name__ == "__main__":
     sys.exit(main(prog_name="pimsat"))

@@ -7,15 +7,24 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from hwmodel import HardwareError
 
 from .cli_errors import CompilerError, UserError
 from .options import PimsatGroup
 
-# Wide tables stay readable when the output is a file or a CI log (no terminal to measure).
-console = Console(width=None if sys.stdout.isatty() else 160)
+
+def __getattr__(name: str):
+    """`console`, made on first use (importing rich costs start-up that `--json` output and a
+    module that never prints a table do not need); then an ordinary module attribute."""
+    if name != "console":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    # Wide tables stay readable when the output is a file or a CI log (no terminal to measure).
+    globals()["console"] = c = Console(width=None if sys.stdout.isatty() else 160)
+    return c
+
 
 DEFAULT_INSTANCE = Path(__file__).resolve().parent.parent / "instances" / "micro" / "gemv-4096-hbm2-64ch.yaml"
 
@@ -94,4 +103,4 @@ def main(ctx: click.Context) -> None:
     ctx.call_on_close(signals.install())  # Ctrl-C, SIGTERM: clean up, one line, 130 / 143
 
 
-__all__ = ["CompilerError", "DEFAULT_INSTANCE", "UserError", "console", "guard", "main"]
+__all__ = ["CompilerError", "DEFAULT_INSTANCE", "UserError", "console", "guard", "main"]  # noqa: F822  (console: __getattr__)

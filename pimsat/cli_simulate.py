@@ -7,9 +7,8 @@ import json
 import time
 
 import click
-from rich.table import Table
 
-from .cli_base import CompilerError, UserError, console, guard, main
+from .cli_base import CompilerError, UserError, guard, main
 from .cli_base import cell as _cell
 from .options import nonempty
 
@@ -99,6 +98,10 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
+        from rich.table import Table
+
+        from .cli_base import console
+
         t = Table(title=f"pimsat simulate — {streams_dir}", show_header=False)
         for k, v in out.items():
             if isinstance(v, dict):

@@ -223,3 +223,27 @@ def test_every_command_loads_lazily_from_its_module():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_timing_only_json_simulation_imports_no_ir_rich_or_traces(tmp_path):
+    """`pimsat simulate DIR --timing-only --json` of a stream folder: start-up loads neither the IR
+    (networkx) nor rich (no table printed) nor the trace writers (none asked for)."""
+    import subprocess
+    import sys
+
+    from hwmodel import load_hardware
+    from hwmodel.isa import Instruction
+    from hwmodel.streams import StreamSet
+    from hwmodel.streams_io import write_streams
+
+    hw = load_hardware("hbm2-pim")
+    ch = [Instruction("ACT", (1, 3)), Instruction("RD", (0, 0, 1, 0, 0)), Instruction("PRE", (1,))]
+    d = write_streams(StreamSet(hw.name, hw.isa_version, [], [ch], []), tmp_path / "s")
+    probe = (
+        "import sys; from pimsat.cli import main; "
+        f"main(['simulate', {str(d)!r}, '--hw', 'hbm2-pim', '--timing-only', '--json'], standalone_mode=False); "
+        "print(sorted(m for m in ('ir', 'networkx', 'rich', 'sim.memory', 'sim.traces', 'solver') "
+        "if m in sys.modules), file=sys.stderr)"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert '"cycles"' in r.stdout and r.stderr.strip().splitlines()[-1] == "[]", r.stderr
