@@ -50,7 +50,9 @@ class IsaTable:
 
 
 def _load() -> IsaTable:
-    raw: dict[str, Any] = yaml.safe_load((resources.files("hwmodel") / "isa.yaml").read_text())
+    # the package's own file: libyaml's parser when PyYAML has it (same data, several times faster)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    raw: dict[str, Any] = yaml.load((resources.files("hwmodel") / "isa.yaml").read_text(), Loader=loader)  # noqa: S506
     ops = tuple(
         OpSpec(
             mnemonic=o["mnemonic"],
