@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from .asm_records import parse_records
 from .atomic import name_path, write_dir_atomically  # noqa: F401  (write_dir_atomically: re-exported)
 from .isa import ISA, ISA_VERSION
 from .isa_asm import format_stream
@@ -267,6 +266,8 @@ def _read_stream(d: Path, entry: dict[str, Any], kind: str) -> RecordStream:
         if path is bin_path:
             stream = _open_binary(bin_path)
         else:
+            from .asm_records import parse_records  # (its compiled assembler: loaded for .s files only)
+
             stream = RecordStream(parse_records(asm_path, lambda p: read_text(p, StreamsError)))
     except OSError as e:
         raise StreamsError(f"{path}: cannot read: {e.strerror}") from None

@@ -227,7 +227,8 @@ def test_every_command_loads_lazily_from_its_module():
 
 def test_a_timing_only_json_simulation_imports_no_ir_rich_or_traces(tmp_path):
     """`pimsat simulate DIR --timing-only --json` of a stream folder: start-up loads neither the IR
-    (networkx) nor rich (no table printed) nor the trace writers (none asked for)."""
+    (networkx) nor rich (no table printed) nor the trace writers (none asked for) nor, for .bin
+    files, the assembler."""
     import subprocess
     import sys
 
@@ -242,8 +243,8 @@ def test_a_timing_only_json_simulation_imports_no_ir_rich_or_traces(tmp_path):
     probe = (
         "import sys; from pimsat.cli import main; "
         f"main(['simulate', {str(d)!r}, '--hw', 'hbm2-pim', '--timing-only', '--json'], standalone_mode=False); "
-        "print(sorted(m for m in ('ir', 'networkx', 'rich', 'sim.memory', 'sim.traces', 'solver') "
-        "if m in sys.modules), file=sys.stderr)"
+        "print(sorted(m for m in ('ir', 'networkx', 'rich', 'sim.memory', 'sim.traces', 'solver', "
+        "'hwmodel.asm_records') if m in sys.modules), file=sys.stderr)"
     )
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert '"cycles"' in r.stdout and r.stderr.strip().splitlines()[-1] == "[]", r.stderr
