@@ -83,3 +83,23 @@ def test_hbm_pim_timing_is_the_vendor_simulators(preset):
         params["CL_ACC"] == params["CL"] and params["CWL_GB"] == params["CWL"]
     )  # GRF_B read by RD, GRF_A written by WR
     assert params["tGB"] == params["CWL"] + params["BL2"]
+
+
+def test_hbm3_pim_timing_is_the_attacc_models():
+    """hbm3-pim takes every DRAM timing value from the AttAcc artifact's HBM3-PIM device model
+    (hwmodel/standards/attacc_hbm3.yaml); its MAC spacing is that model's no-power-constraint one."""
+    from importlib import resources
+
+    import yaml
+
+    model = yaml.safe_load((resources.files("hwmodel") / "standards" / "attacc_hbm3.yaml").read_text())
+    params = load_hardware("hbm3-pim").timing.params
+    values = model["values"]
+    differ = {
+        theirs: (params[ours], values[theirs])
+        for theirs, ours in model["param_map"].items()
+        if params[ours] != values[theirs]
+    }
+    assert differ == {}, f"hbm3-pim differs from AttAcc's HBM3-PIM model (ours, model's): {differ}"
+    assert params["BL2"] == values["nBL"] and params["tMAC"] == 4  # HBM3_5.2Gbps_NPC's nCCDAB
+    assert params["tGB"] == params["CWL"] + params["BL2"] and params["CWL_GB"] == params["CWL"]
