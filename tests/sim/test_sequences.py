@@ -47,7 +47,7 @@ def test_four_rows_read_in_order(preset):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_all_banks_activated_back_to_back(preset):
     """ACT every bank of a channel, bank groups interleaved, unstamped. ACT_i issues at
-    max(ACT_{i-1} + 1, ACT_{i-1} + tRRD_S, last ACT of its bank group + tRRD_L,
+    max(ACT_{i-1} + tACT_BUS (the row bus, any rank), ACT_{i-1} + tRRD_S, last ACT of its bank group + tRRD_L,
     ACT_{i-4} of its rank + tFAW) - ranks counted separately for tRRD_S and tFAW."""
     hw = load_hardware(preset, ["organization.channels=1"])
     p, org = _p(hw), hw.organization
@@ -61,7 +61,7 @@ def test_all_banks_activated_back_to_back(preset):
     res = simulate(hw, streams(hw, s, symbols=["t"]), functional=False)
     times: list[int] = []
     for i, b in enumerate(order):
-        t = 0 if i == 0 else times[-1] + 1
+        t = 0 if i == 0 else times[-1] + max(1, p["tACT_BUS"])  # an ACT holds the channel's row bus
         same_rank = [times[j] for j in range(i) if org.rank_of(order[j]) == org.rank_of(b)]
         same_group = [times[j] for j in range(i) if org.bank_group_of(order[j]) == org.bank_group_of(b)]
         if same_rank:

@@ -127,6 +127,8 @@ def _overrides(hw, row) -> list[str]:
         ]
         need = max(others, default=0) + 3
         return [f"host.link_bytes_per_cycle={hw.organization.burst_bytes / need!r}"]
+    if row["prev"] == row["next"] == "ACT" and row["scope"] == "channel":  # the row bus: tRRD out of its way
+        return ["timing.params.tRRD_S=1", "timing.params.tRRD_L=1"]
     if row["prev"] == row["next"] == "ACT" and row["scope"] == "bank" and p["tRAS"] + p["tRP"] > p["tRC"]:
         return [f"timing.params.tRAS={p['tRC'] - p['tRP']}"]
     if row.get("window"):
