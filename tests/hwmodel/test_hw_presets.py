@@ -61,45 +61,35 @@ def test_host_address_map_packs_symbols_in_order():
         pack([(0, 1 << 32)])
 
 
-@pytest.mark.parametrize("preset", ["hbm2-pim", "fpga-proto"])
-def test_hbm_pim_timing_is_the_vendor_simulators(preset):
-    """hbm2-pim (and fpga-proto, its timing on a slow clock) take every DRAM timing value from
-    the HBM2 device file of Samsung's own HBM-PIM simulator (hwmodel/standards/pimsimulator_hbm2.yaml)."""
+def _model_values(standard: str, preset: str) -> tuple[dict, dict, dict]:
+    """(the model's values, the preset's params, {model name: (ours, model's)} where they differ)
+    of a values-only file in hwmodel/standards/ (its `values` and `param_map`)."""
     from importlib import resources
 
     import yaml
 
-    vendor = yaml.safe_load((resources.files("hwmodel") / "standards" / "pimsimulator_hbm2.yaml").read_text())
+    model = yaml.safe_load((resources.files("hwmodel") / "standards" / f"{standard}.yaml").read_text())
     params = load_hardware(preset).timing.params
-    values = vendor["values"]
-    differ = {
-        theirs: (params[ours], values[theirs])
-        for theirs, ours in vendor["param_map"].items()
-        if params[ours] != values[theirs]
-    }
+    values = model["values"]
+    differ = {t: (params[o], values[t]) for t, o in model["param_map"].items() if params[o] != values[t]}
+    return values, params, differ
+
+
+@pytest.mark.parametrize("preset", ["hbm2-pim", "fpga-proto"])
+def test_hbm_pim_timing_is_the_vendor_simulators(preset):
+    """hbm2-pim (and fpga-proto, its timing on a slow clock) take every DRAM timing value from
+    the HBM2 device file of Samsung's own HBM-PIM simulator (hwmodel/standards/pimsimulator_hbm2.yaml)."""
+    values, params, differ = _model_values("pimsimulator_hbm2", preset)
     assert differ == {}, f"{preset} differs from PIMSimulator's HBM2 device (ours, vendor's): {differ}"
     assert params["BL2"] == values["BL"] // 2
-    assert (
-        params["CL_ACC"] == params["CL"] and params["CWL_GB"] == params["CWL"]
-    )  # GRF_B read by RD, GRF_A written by WR
+    assert params["CL_ACC"] == params["CL"] and params["CWL_GB"] == params["CWL"]  # GRF_B by RD, GRF_A by WR
     assert params["tGB"] == params["CWL"] + params["BL2"]
 
 
 def test_hbm3_pim_timing_is_the_attacc_models():
     """hbm3-pim takes every DRAM timing value from the AttAcc artifact's HBM3-PIM device model
     (hwmodel/standards/attacc_hbm3.yaml); its MAC spacing is that model's no-power-constraint one."""
-    from importlib import resources
-
-    import yaml
-
-    model = yaml.safe_load((resources.files("hwmodel") / "standards" / "attacc_hbm3.yaml").read_text())
-    params = load_hardware("hbm3-pim").timing.params
-    values = model["values"]
-    differ = {
-        theirs: (params[ours], values[theirs])
-        for theirs, ours in model["param_map"].items()
-        if params[ours] != values[theirs]
-    }
+    values, params, differ = _model_values("attacc_hbm3", "hbm3-pim")
     assert differ == {}, f"hbm3-pim differs from AttAcc's HBM3-PIM model (ours, model's): {differ}"
     assert params["BL2"] == values["nBL"] and params["tMAC"] == 4  # HBM3_5.2Gbps_NPC's nCCDAB
     assert params["tGB"] == params["CWL"] + params["BL2"] and params["CWL_GB"] == params["CWL"]
