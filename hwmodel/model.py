@@ -130,18 +130,24 @@ class TimingConstraint(_Strict):
 
     def terms(self) -> list[tuple[int, str]]:
         """The latency as signed terms: "CL + BL2 + 2 - CWL" -> [(1,CL),(1,BL2),(1,2),(-1,CWL)]."""
-        if isinstance(self.latency, int):
-            return [(1, str(self.latency))]
-        text = self.latency.replace("-", " - ").replace("+", " + ").split()
-        out: list[tuple[int, str]] = []
-        sign = 1
-        for tok in text:
-            if tok in "+-":
-                sign = -1 if tok == "-" else 1
-            else:
-                out.append((sign, tok))
-                sign = 1
-        return out
+        return latency_terms(self.latency)
+
+
+def latency_terms(latency: int | str) -> list[tuple[int, str]]:
+    """A latency expression (a sum and difference of parameters and integers) as signed terms:
+    the one parser of the timing table's rows and the completion table."""
+    if isinstance(latency, int):
+        return [(1, str(latency))]
+    text = latency.replace("-", " - ").replace("+", " + ").split()
+    out: list[tuple[int, str]] = []
+    sign = 1
+    for tok in text:
+        if tok in "+-":
+            sign = -1 if tok == "-" else 1
+        else:
+            out.append((sign, tok))
+            sign = 1
+    return out
 
 
 class Timing(_Strict):
@@ -252,7 +258,7 @@ COMPLETION: dict[str, str] = {
 
 def completion_cycles(timing: Timing) -> dict[str, int]:
     """Per command, COMPLETION evaluated with these parameters."""
-    return {c: sum(timing.p(t.strip()) for t in expr.split("+")) for c, expr in COMPLETION.items()}
+    return {c: sum(sg * timing.p(t) for sg, t in latency_terms(expr)) for c, expr in COMPLETION.items()}
 
 
 class Hardware(_Strict):
