@@ -14,8 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 # The DRAM and PIM commands the timing table may name. An instruction of the ISA issues one
 # of these on a channel's command bus, to one bank or to a set of banks (all-bank mode).
-COMMANDS: tuple[str, ...] = ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC")
+# REFSB (per-bank refresh: one bank, the others keep working) only on devices with
+# timing.refresh_mode = per_bank.
+COMMANDS: tuple[str, ...] = ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC", "REFSB")
 SCOPES: tuple[str, ...] = ("bank", "bank_group", "rank", "channel")
+RefreshMode = Literal["all_bank", "per_bank"]
 _TERM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^-?[0-9]+$")
 
 
@@ -163,6 +166,14 @@ class Timing(_Strict):
     max_refresh_interval: int = Field(
         default=9, ge=1, le=1 << 20, description="most tREFI intervals between two REFs (and from the start)"
     )
+    # Per-bank refresh (HBM2 REFSB, JESD235; GDDR6 REFpb, JESD250) as a hardware option: with
+    # per_bank the device also takes REFSB (one bank refreshed for tRFCSB while the others work,
+    # tRREFD between two). The refresh obligation is then counted per bank: every bank needs one
+    # refresh (a REF or a REFSB of it) per tREFI, under the same limits (8 owed, 8 pulled in,
+    # 9 x tREFI between two refreshes of a bank).
+    refresh_mode: RefreshMode = Field(
+        default="all_bank", description="all_bank: REF only; per_bank: REF and REFSB (per-bank refresh)"
+    )
 
     @field_validator("params")
     @classmethod
@@ -188,6 +199,11 @@ class Timing(_Strict):
         if self.params["tRFC"] >= self.params["tREFI"]:
             raise ValueError(
                 f"params.tRFC = {self.params['tRFC']} must be shorter than the refresh interval "
+                f"tREFI = {self.params['tREFI']}"
+            )
+        if self.params["tRFCSB"] >= self.params["tREFI"]:
+            raise ValueError(
+                f"params.tRFCSB = {self.params['tRFCSB']} must be shorter than the refresh interval "
                 f"tREFI = {self.params['tREFI']}"
             )
         return self
@@ -240,6 +256,8 @@ REQUIRED_PARAMS: tuple[str, ...] = (
     "CL_ACC",  # RDACC's read latency (HBM-PIM reads GRF_B with RD: CL; AiM's RD_MAC: nCLREG 0)
     "CWL_GB",  # WRGB's write latency (HBM-PIM writes GRF_A with WR: CWL; AiM's WR_GB: nCWLGB 1)
     "RTW_GAP",  # read-to-write turnaround beyond CL + BL2 - CWL (HBM2: 2; GDDR6: 3 + tWPRE 1)
+    "tRFCSB",  # per-bank refresh: REFSB -> ACT of the refreshed bank (HBM2 tRFCSB, GDDR6 tRFCpb)
+    "tRREFD",  # per-bank refresh: REFSB -> REFSB or ACT of another bank of the rank
 )
 
 # Completion latency of a command: when its effect is done (used by SIG, the makespan and the
@@ -253,6 +271,7 @@ COMPLETION: dict[str, str] = {
     "ACT": "tRCDMAC",
     "PRE": "tRP",
     "REF": "tRFC",
+    "REFSB": "tRFCSB",
 }
 
 
@@ -265,7 +284,7 @@ class Hardware(_Strict):
     """A complete PIM device: what the compiler targets and the simulator executes."""
 
     name: str
-    isa_version: str = "1.2"
+    isa_version: str = "1.3"
     organization: Organization
     pim: PIM
     host: Host
@@ -306,6 +325,11 @@ class Hardware(_Strict):
                     f"timing.constraints[{i}] ({c.prev}->{c.next}) applies when pim.gb_write_path = "
                     f"{c.when}; this hardware has {pim.gb_write_path}"
                 )
+        if self.timing.refresh_mode == "per_bank" and tuple(map(int, self.isa_version.split("."))) < (1, 3):
+            raise ValueError(
+                f"timing.refresh_mode = per_bank needs the REFSB instruction of ISA 1.3; this hardware "
+                f"implements ISA {self.isa_version}"
+            )
         link = link_burst_cycles(org.burst_bytes, self.host.link_bytes_per_cycle)
         if self.timing.params.get("tLINK") != link:
             raise ValueError(

@@ -3,8 +3,8 @@ kernel reads (hardware semantics of the ISA encoding; the solver builds tables w
 simulator executes them). sim/channel.py keeps its own copy of the constants (numba's cache is
 keyed on that file) and asserts them equal to these.
 
-One row per instruction, columns (see C_*): internal opcode (0..7 = index into
-hwmodel.model.COMMANDS, then SIG, WAIT, HOP, EPI, HMV), stamp (-1 = unstamped), bank mask, row,
+One row per instruction, columns (see C_*): internal opcode (0..8 = index into
+hwmodel.model.COMMANDS, then HOP, SIG, WAIT, EPI, HMV), stamp (-1 = unstamped), bank mask, row,
 column, number of bus commands, global-buffer burst, accumulator, count field, bank field
 (-1 for mask instructions), host symbol (src / dst; -1 if none). RDACC moves
 ceil(4*count / burst_bytes) bursts: that many commands.
@@ -20,10 +20,11 @@ import numpy as np
 from .isa import Instruction
 from .model import COMMANDS, Hardware
 
-#: command indices (0..7 follow hwmodel.model.COMMANDS), then the non-command instructions
-ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC = range(8)
-assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC"), "update the command indices"
-OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV = 8, 9, 10, 11, 12
+#: command indices (0..8 follow hwmodel.model.COMMANDS), then the non-command instructions
+ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC, REFSB = range(9)
+assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC", "REFSB"), "update the command indices"
+# (SIG even and WAIT = SIG + 1: sim/encode.py finds both with one shift)
+OP_HOP, OP_SIG, OP_WAIT, OP_EPI, OP_HMV = 9, 10, 11, 12, 13
 #: instruction table columns
 (C_OP, C_STAMP, C_MASK, C_ROW, C_COL, C_N, C_GB, C_ACC, C_CNT, C_BANK, C_SYM) = range(11)
 WIDTH = 11
@@ -36,6 +37,7 @@ LAYOUT = dict(
     MAC=MAC,
     WRGB=WRGB,
     RDACC=RDACC,
+    REFSB=REFSB,
     OP_SIG=OP_SIG,
     OP_WAIT=OP_WAIT,
     OP_HOP=OP_HOP,
@@ -139,6 +141,7 @@ FIELD_COLUMNS: dict[int, tuple[tuple[int, ...], ...]] = {
     MAC: ((C_MASK,), (C_COL,), (C_N, C_CNT), (C_GB,), (C_ACC,)),
     WRGB: ((C_GB,), (C_N, C_CNT), (C_SYM,)),
     RDACC: ((C_BANK,), (C_ACC,), (C_CNT,), (C_SYM,)),
+    REFSB: ((C_BANK,),),
     **{op: ((C_ROW,),) for op in (OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV)},  # signal id / op index
 }
 #: a row before its fields are filled in, per internal opcode (stamp -1 = unstamped)

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwmodel.model import Hardware
+from hwmodel.model import COMMANDS, Hardware
 from hwmodel.numerics import within_tolerance
 from hwmodel.streams import StreamSet
 
@@ -107,7 +107,7 @@ def simulate(
         functional=functional,
         channel_times=[] if streamed else [StreamTimes(s["issue"], s["lastc"], s["done"]) for s in states],
         host_times=StreamTimes(hr.issue, hr.lastc, hr.done),
-        counts=np.array([s["counts"] for s in states]).reshape(C, 8),
+        counts=np.array([s["counts"] for s in states]).reshape(C, len(COMMANDS)),
         bank_bursts=np.array([s["bbursts"] for s in states]).reshape(C, nb),
         pu_macs=np.array([s["pumacs"] for s in states]).reshape(C, hw.pus_per_channel),
         row_hits=np.array([s["hits"] for s in states]).reshape(C, nb),

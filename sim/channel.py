@@ -29,9 +29,10 @@ from .result import LOG_DTYPE
 # ---- the table layout of hwmodel/table.py, and the kernel's own constants -------------------------
 # Defined here, not imported: numba's on-disk cache is keyed on this file only, so every constant
 # the kernel reads must live in it (the layout ones are checked against hwmodel/table.py below).
-ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC = range(8)
-assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC"), "update the kernel's command indices"
-OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV = 8, 9, 10, 11, 12
+ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC, REFSB = range(9)
+NCMD = 9
+assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC", "REFSB"), "update the kernel's commands"
+OP_HOP, OP_SIG, OP_WAIT, OP_EPI, OP_HMV = 9, 10, 11, 12, 13
 # instruction table columns (see encode.py)
 (C_OP, C_STAMP, C_MASK, C_ROW, C_COL, C_N, C_GB, C_ACC, C_CNT, C_BANK, C_SYM) = range(11)
 WIDTH = 11
@@ -41,7 +42,7 @@ def _check_layout() -> None:
     """The kernel's copy of the table layout equals hwmodel/table.py's (the definition)."""
     from hwmodel.table import LAYOUT
 
-    mine = {k: v for k, v in globals().items() if k in LAYOUT}
+    mine = {k: v for k, v in globals().items() if k in LAYOUT}  # (NCMD: the count of commands)
     assert mine == LAYOUT, f"sim/channel.py's table layout differs from hwmodel/table.py: {mine} != {LAYOUT}"
 
 
@@ -66,8 +67,9 @@ _check_layout()
     HWP_BPB,
     HWP_MAXPULL,
     HWP_MAXGAP,
-) = range(18)
-HWP_LEN = 18
+    HWP_PERBANK,
+) = range(19)
+HWP_LEN = 19
 # stall reasons after the table rows (index R + k)
 R_SYNC, R_STAMP, R_GB, R_REFCREDIT = 0, 1, 2, 3
 
@@ -77,7 +79,10 @@ DONE, BLOCKED, ERROR = 0, 1, 2
 # ST_POS indexes the table passed in; ST_BASE is that table's first instruction in the whole stream
 # (a stream may be fed a slice at a time): openinstr and the log hold stream indices
 # ST_OPEN: bitmask of the banks with an open row (openrow[b] >= 0)
-# ST_LASTREF: cycle of the last REF (0 before the first: the program starts refreshed)
+# ST_REFS: refreshes every bank has had (the least over the banks of brefs); ST_LASTREF: the
+# earliest over the banks of blastref. Per bank: brefs[b] refreshes of bank b (a REF counts for
+# every bank, a REFSB for its own), blastref[b] the cycle of its last one (0 before the first:
+# the program starts refreshed).
 ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN, ST_LASTREF = range(11)
 ST_LEN = 11
 # error codes
@@ -97,7 +102,8 @@ ST_LEN = 11
     E_GB,
     E_REFEARLY,
     E_REFGAP,
-) = range(15)
+    E_NOPERBANK,
+) = range(16)
 # err array slots
 ERR_CODE, ERR_CYCLE, ERR_BANK, ERR_INSTR, ERR_ROW, ERR_NEEDED, ERR_ACTUAL, ERR_X1, ERR_X2 = range(9)
 ERR_LEN = 9
@@ -239,6 +245,8 @@ def run_channel(
     pu_of,
     hwp,
     st,
+    brefs,
+    blastref,
     last,
     ring,
     rhead,
@@ -316,8 +324,10 @@ def run_channel(
         st[ST_POS] = pos
         # cycle named by state / range errors: the stamp, else the earliest the stream allows
         at = stamp if stamp >= 0 else max(st[ST_BUS] + 1, st[ST_WAIT])
-        if op > RDACC:
+        if op > REFSB:
             return _fail(err, E_STREAM, at, -1, pos, -1, 0, 0, op, 0)
+        if op == REFSB and hwp[HWP_PERBANK] == 0:
+            return _fail(err, E_NOPERBANK, at, prog[base + C_BANK], pos, -1, 0, 0, 0, 0)
         c = op
         ncmd = prog[base + C_N]
         col = prog[base + C_COL]
@@ -361,7 +371,7 @@ def run_channel(
             return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_ACC, nacc)
         # ---- bank state ---------------------------------------------------------------------
         bad = 0  # banks in the wrong state, the first of which is reported
-        if c == ACT or c == REF:
+        if c == ACT or c == REF or c == REFSB:
             bad = mask & openmask
         elif c == PRE or c == RD or c == WR or c == MAC:
             bad = mask & ~openmask
@@ -373,7 +383,7 @@ def run_channel(
         if b >= 0:
             if c == ACT:
                 return _fail(err, E_OPEN, at, b, pos, -1, 0, 0, openrow[b], openinstr[b])
-            if c == REF:
+            if c == REF or c == REFSB:
                 return _fail(err, E_REFOPEN, at, b, pos, -1, 0, 0, openrow[b], openinstr[b])
             return _fail(err, E_CLOSED, at, b, pos, -1, 0, 0, 0, 0)
         # ---- first command: earliest legal cycle ------------------------------------------
@@ -408,8 +418,12 @@ def run_channel(
             earliest, reason = req, brow
         if gbneed > earliest:
             earliest, reason = gbneed, R + R_GB
-        if c == REF:  # a REF earns credit at most max_pulled_in ahead: an unstamped one waits for it
-            credit = (st[ST_REFS] + 1 - hwp[HWP_MAXPULL]) * trefi
+        if c == REF or c == REFSB:  # a refresh earns credit at most max_pulled_in ahead: an unstamped one waits for it
+            most = 0
+            for b in range(nb):
+                if (mask >> b) & 1 and brefs[b] > most:
+                    most = brefs[b]
+            credit = (most + 1 - hwp[HWP_MAXPULL]) * trefi
             if credit > earliest:
                 earliest, reason = credit, R + R_REFCREDIT
         if stamp >= 0:
@@ -464,7 +478,7 @@ def run_channel(
                             logrow = -2
                 if logrow == -2:
                     logrow = -1
-            if mask != 0 and (mask & (mask - 1)) == 0 and c != REF:
+            if mask != 0 and (mask & (mask - 1)) == 0 and c != REF:  # (REFSB: its bank)
                 logbank = bank if bank >= 0 else _lowest(mask)
         tk = t
         for k in range(ncmd):
@@ -525,7 +539,7 @@ def run_channel(
                 _access_stats(amask, acmd, abursts, nb, firstacc, bbursts, hits, misses, pumacs, pu_of)
                 amask, acmd, abursts = mask, c, 0
             abursts += ncmd
-        elif c == ACT or c == PRE or c == REF:
+        elif c == ACT or c == PRE or c == REF or c == REFSB:
             _access_stats(amask, acmd, abursts, nb, firstacc, bbursts, hits, misses, pumacs, pu_of)
             amask, abursts = 0, 0
         if c == ACT or c == PRE:
@@ -540,20 +554,35 @@ def run_channel(
                         openrow[b] = -1
                         openmask &= ~(1 << b)
         st[ST_OPEN] = openmask
-        if c == REF:
-            j = st[ST_REFS] + 1
-            deadline = (j + maxp) * trefi
-            if t >= deadline:
-                return _fail(err, E_REFLATE, deadline, -1, pos, -1, 0, 0, j, t)
-            # pulled in: REFs issued up to t beyond those due by t earn no credit past maxpull
-            if j - t // trefi > hwp[HWP_MAXPULL]:
-                return _fail(err, E_REFEARLY, t, -1, pos, -1, (j - hwp[HWP_MAXPULL]) * trefi, t, j, 0)
-            if t - st[ST_LASTREF] > hwp[HWP_MAXGAP] * trefi:
-                return _fail(
-                    err, E_REFGAP, t, -1, pos, -1, hwp[HWP_MAXGAP] * trefi, t - st[ST_LASTREF], j, st[ST_LASTREF]
-                )
-            st[ST_REFS] = j
-            st[ST_LASTREF] = t
+        if c == REF or c == REFSB:
+            # the JEDEC limits, per bank refreshed (a REF: every bank, all with the same counts
+            # unless REFSBs came before; errors of a REF name no bank, of a REFSB its bank)
+            for b in range(nb):
+                if not (mask >> b) & 1:
+                    continue
+                eb = b if c == REFSB else -1
+                j = brefs[b] + 1
+                deadline = (j + maxp) * trefi
+                if t >= deadline:
+                    return _fail(err, E_REFLATE, deadline, eb, pos, -1, 0, 0, j, t)
+                # pulled in: refreshes issued up to t beyond those due by t earn no credit past maxpull
+                if j - t // trefi > hwp[HWP_MAXPULL]:
+                    return _fail(err, E_REFEARLY, t, eb, pos, -1, (j - hwp[HWP_MAXPULL]) * trefi, t, j, 0)
+                if t - blastref[b] > hwp[HWP_MAXGAP] * trefi:
+                    return _fail(
+                        err, E_REFGAP, t, eb, pos, -1, hwp[HWP_MAXGAP] * trefi, t - blastref[b], j, blastref[b]
+                    )
+            least, oldest = brefs[0] + 1, t
+            for b in range(nb):
+                if (mask >> b) & 1:
+                    brefs[b] += 1
+                    blastref[b] = t
+                if brefs[b] < least:
+                    least = brefs[b]
+                if blastref[b] < oldest:
+                    oldest = blastref[b]
+            st[ST_REFS] = least
+            st[ST_LASTREF] = oldest
         d = tk + compl[c]
         issue[pos], lastc[pos], done[pos] = t, tk, d
         if d > st[ST_MAXDONE]:
@@ -584,7 +613,9 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
     return dict(
         hwp=hwpc,
         st=st,
-        last=np.full(8 * nu, NEG, dtype=i64),
+        brefs=np.zeros(nb, dtype=i64),
+        blastref=np.zeros(nb, dtype=i64),
+        last=np.full(NCMD * nu, NEG, dtype=i64),
         ring=np.full(tab.ring_size, NEG, dtype=i64),
         rhead=np.zeros(max(R, 1) * nu, dtype=i64),
         openrow=np.full(nb, -1, dtype=i64),
@@ -594,7 +625,7 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
         issue=np.full(n_instr, -1, dtype=i64),
         lastc=np.full(n_instr, -1, dtype=i64),
         done=np.full(n_instr, -1, dtype=i64),
-        counts=np.zeros(8, dtype=i64),
+        counts=np.zeros(NCMD, dtype=i64),
         bbursts=np.zeros(nb, dtype=i64),
         pumacs=np.zeros(npu, dtype=i64),
         hits=np.zeros(nb, dtype=i64),
@@ -637,6 +668,8 @@ def call(tab, prog: np.ndarray, s: dict[str, np.ndarray], sig: np.ndarray) -> in
         tab.pu_of,
         s["hwp"],
         s["st"],
+        s["brefs"],
+        s["blastref"],
         s["last"],
         s["ring"],
         s["rhead"],

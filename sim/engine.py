@@ -95,7 +95,8 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
     if code == K.E_REFOPEN:
         return SimulationError(
             "bank_state",
-            f"REF needs every bank precharged; bank {bank} is open (row {x1}, activated by instr {x2})",
+            ("REF needs every bank precharged" if ins.op == "REF" else "REFSB needs its bank precharged")
+            + f"; bank {bank} is open (row {x1}, activated by instr {x2})",
             **kw,
         )
     if code == K.E_PU:
@@ -116,10 +117,11 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
             }[x1]
             msg = f"{what} out of range: {has}"
         return SimulationError("range", msg, **kw)
+    of_bank = f" of bank {bank}" if bank >= 0 else ""
     if code == K.E_REFLATE:
         return SimulationError(
             "refresh",
-            f"refresh #{x1} issued at cycle {x2}: at cycle {cycle} more than "
+            f"refresh #{x1}{of_bank} issued at cycle {x2}: at cycle {cycle} more than "
             f"max_postponed_refresh={hw.timing.max_postponed_refresh} refreshes were owed "
             f"(one is due every tREFI={hw.timing.p('tREFI')})",
             **kw,
@@ -127,7 +129,7 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
     if code == K.E_REFEARLY:
         return SimulationError(
             "refresh",
-            f"refresh #{x1} issued at cycle {actual}: more than max_pulled_in_refresh="
+            f"refresh #{x1}{of_bank} issued at cycle {actual}: more than max_pulled_in_refresh="
             f"{hw.timing.max_pulled_in_refresh} pulled in (REF #{x1} earns credit from cycle "
             f"{needed}, one due every tREFI={hw.timing.p('tREFI')})",
             needed=needed,
@@ -137,7 +139,7 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
     if code == K.E_REFGAP:
         return SimulationError(
             "refresh",
-            f"refresh #{x1} issued {actual} cycles after the previous REF (cycle {x2}): "
+            f"refresh #{x1}{of_bank} issued {actual} cycles after the previous one (cycle {x2}): "
             f"at most max_refresh_interval={hw.timing.max_refresh_interval} x tREFI="
             f"{needed} between two REFs",
             needed=needed,
@@ -146,6 +148,13 @@ def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instru
         )
     if code == K.E_SIGTWICE:
         return SimulationError("signal", f"signal {int(sig_ids[x1])} set twice (first at cycle {x2})", **kw)
+    if code == K.E_NOPERBANK:
+        return SimulationError(
+            "stream",
+            "REFSB (per-bank refresh) on a device without it: timing.refresh_mode = "
+            f"{hw.timing.refresh_mode}, REF refreshes all banks",
+            **kw,
+        )
     if code == K.E_STREAM:
         return SimulationError(
             "stream", f"{ins.op} is a host instruction; channel streams run DRAM/PIM commands, SIG and WAIT", **kw
@@ -220,7 +229,7 @@ class _Feed:
     def commands(self) -> int:
         """Bus commands of the whole stream (sizes the command log; whole streams only)."""
         t = self.table
-        return int(t[t[:, C_OP] < 8, C_N].clip(min=0).sum()) if len(t) else 0
+        return int(t[t[:, C_OP] < K.NCMD, C_N].clip(min=0).sum()) if len(t) else 0
 
     def advance(self, state: dict[str, np.ndarray]) -> bool:
         """Load the next slice into the kernel state; False at the end of the stream."""
@@ -390,12 +399,18 @@ def _deadlock(channels, host, states, hr, blocked, signal_ids) -> SimulationErro
 
 def _check_end(hw: Hardware, ch: int, stream, s, T: int) -> None:
     trefi, maxp = hw.timing.p("tREFI"), hw.timing.max_postponed_refresh
-    n = int(s["st"][K.ST_REFS])
+    # refresh counts per bank (equal on all-bank devices): the bank refreshed least, and the one
+    # refreshed longest ago, are named where the device refreshes per bank
+    per_bank = hw.timing.refresh_mode == "per_bank"
+    least, oldest = int(np.argmin(s["brefs"])), int(np.argmin(s["blastref"]))
+    n = int(s["brefs"][least])
+    who = f" of bank {least}" if per_bank else ""
+    REFs = "refreshes" if per_bank else "REFs"
     if (n + 1 + maxp) * trefi <= T:
         cyc = (n + 1 + maxp) * trefi
         raise SimulationError(
             "refresh",
-            f"{n} REFs issued before cycle {cyc}: {maxp + 1} owed, more than "
+            f"{n} {REFs}{who} issued before cycle {cyc}: {maxp + 1} owed, more than "
             f"max_postponed_refresh={maxp} (one due every tREFI={trefi})",
             cycle=cyc,
             stream=ch,
@@ -404,16 +419,17 @@ def _check_end(hw: Hardware, ch: int, stream, s, T: int) -> None:
         raise SimulationError(
             "refresh",
             f"program ends at cycle {T} owing {T // trefi - n} refresh(es): "
-            f"{n} REFs issued, {T // trefi} due (one every tREFI={trefi})",
+            f"{n} {REFs}{who} issued, {T // trefi} due (one every tREFI={trefi})",
             cycle=T,
             stream=ch,
         )
     gap = hw.timing.max_refresh_interval * trefi
-    last = int(s["st"][K.ST_LASTREF])
+    last = int(s["blastref"][oldest])
     if T - last > gap:
+        who = f" of bank {oldest}" if per_bank else ""
         raise SimulationError(
             "refresh",
-            f"program ends at cycle {T}, {T - last} cycles after its last REF (cycle "
+            f"program ends at cycle {T}, {T - last} cycles after the last refresh{who} (cycle "
             f"{last}): at most max_refresh_interval={hw.timing.max_refresh_interval} x tREFI={gap} "
             "between two REFs",
             cycle=last + gap,

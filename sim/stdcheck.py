@@ -16,9 +16,10 @@ commands in issue order), so two commands in one cycle are a pair with gap 0. A 
 command (all-bank MAC, masked ACT/PRE) touches every bank of its mask; WRGB touches no bank
 but every rank of its channel.
 
-Refresh (JEDEC): per channel and rank, REFs due every tREFI from cycle 0; at most 8 owed, at
-most 8 pulled in, at most 9 x tREFI between two REFs (and from cycle 0 to the first), and no
-command but the allowed ones to the rank during tRFC after a REF.
+Refresh (JEDEC): per channel and bank, refreshes due every tREFI from cycle 0 (a REF refreshes
+every bank of its rank, a per-bank REFSB its own bank; without REFSBs this is the per-rank count
+of REFs); at most 8 owed, at most 8 pulled in, at most 9 x tREFI between two refreshes (and from
+cycle 0 to the first), and no command but the allowed ones to the rank during tRFC after a REF.
 
 Usage: check_log(result.log, hw) -> list[Violation];  python -m sim.stdcheck INSTANCE.yaml
 """
@@ -269,8 +270,14 @@ def _refresh(out: list, ch: _Channel, channel: int, ref: dict, values: dict, all
             src,
             trfc,
         )
-    for touch in ch.rank_touch:
-        refs = ch.cycle[is_ref & touch]
+    is_refsb = ch.cmd == _CMD["REFSB"]
+    bpr = ch.n_banks // len(ch.rank_touch)
+    per_bank = bool(is_refsb.any())
+    # without REFSBs every bank of a rank has its rank's REFs: one pass per rank suffices
+    units = range(ch.n_banks) if per_bank else range(0, ch.n_banks, bpr)
+    for b in units:
+        refs = ch.cycle[(is_ref & ch.rank_touch[b // bpr]) | (is_refsb & ch.bank_touch[b])]
+        bank = b if per_bank else -1
         # interval: from cycle 0 to the first REF and between two REFs
         starts = np.concatenate(([0], refs))
         if len(refs) == 0:
@@ -283,7 +290,7 @@ def _refresh(out: list, ch: _Channel, channel: int, ref: dict, values: dict, all
                     Violation(
                         int(t),
                         channel,
-                        -1,
+                        bank,
                         "REF",
                         "REF interval",
                         f"at most {max_int} x tREFI between two REFs (and from the start)",
@@ -302,7 +309,7 @@ def _refresh(out: list, ch: _Channel, channel: int, ref: dict, values: dict, all
                     Violation(
                         int(t),
                         channel,
-                        -1,
+                        bank,
                         "REF",
                         "REF postponed",
                         f"at most {max_owed} REFs owed",
@@ -318,7 +325,7 @@ def _refresh(out: list, ch: _Channel, channel: int, ref: dict, values: dict, all
                     Violation(
                         int(t),
                         channel,
-                        -1,
+                        bank,
                         "REF",
                         "REF pulled in",
                         f"at most {max_pulled} REFs pulled in",
@@ -334,7 +341,7 @@ def _refresh(out: list, ch: _Channel, channel: int, ref: dict, values: dict, all
                 Violation(
                     int(end),
                     channel,
-                    -1,
+                    bank,
                     "-",
                     "REF postponed",
                     f"at most {max_owed} REFs owed (at the end of the log)",

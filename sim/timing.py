@@ -37,6 +37,7 @@ from .channel import (
     HWP_NR,
     HWP_NROW,
     HWP_NU,
+    HWP_PERBANK,
     HWP_R,
     HWP_SYNC,
     HWP_TGB,
@@ -156,6 +157,7 @@ def _compile(hw: Hardware) -> TimingTables:
     hwp[HWP_MAXP] = t.max_postponed_refresh
     hwp[HWP_MAXPULL] = t.max_pulled_in_refresh
     hwp[HWP_MAXGAP] = t.max_refresh_interval
+    hwp[HWP_PERBANK] = int(t.refresh_mode == "per_bank")
     hwp[HWP_SYNC] = hw.host.sync_cycles
     hwp[HWP_TGB] = t.p("tGB")
     hwp[HWP_R] = R

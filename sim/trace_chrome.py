@@ -38,7 +38,7 @@ _TID_STRIDE = 10_000
 def slice_cycles(hw: Hardware) -> dict[str, int]:
     """Length in cycles of one command's slice in the Chrome trace: its occupancy of the channel.
 
-    1 cycle (a command-bus slot) for ACT, PRE and REF; BL2 (one burst on the data bus) for the
+    1 cycle (a command-bus slot) for ACT, PRE, REF and REFSB; BL2 (one burst on the data bus) for the
     commands that move a burst: RD, WR, WRGB, RDACC; the MAC interval (the unit's time per MAC)
     for MAC. Slices are clipped at the next slice of their track so tracks never overlap."""
     burst = max(1, hw.timing.p("BL2"))
@@ -46,6 +46,7 @@ def slice_cycles(hw: Hardware) -> dict[str, int]:
         "ACT": 1,
         "PRE": 1,
         "REF": 1,
+        "REFSB": 1,
         "RD": burst,
         "WR": burst,
         "WRGB": burst,

@@ -9,7 +9,7 @@ The simulator, when recording, hands over
 
       cycle    int64   issue cycle (memory clock)
       channel  int32   channel (pseudo-channel) index
-      command  uint8   index into hwmodel.model.COMMANDS ("ACT","PRE","RD","WR","REF","MAC","WRGB","RDACC")
+      command  uint8   index into hwmodel.model.COMMANDS ("ACT","PRE","RD","WR","REF","MAC","WRGB","RDACC","REFSB")
       bank     int32   bank within the channel (rank-major), or -1 for a multi-bank command
       mask     uint64  for bank == -1: the banks it acts on (bit b = bank b of the channel)
       row      int32   row, or -1 where not applicable

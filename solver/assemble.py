@@ -137,6 +137,7 @@ def streams(
     channels_of,
     plan,
     refs: dict[str, list[int]],
+    refresh_round: Callable[[int], list[Instruction]],
     group_channels: dict[str, list[int]],
     n_channels: int,
     lazy: bool,
@@ -191,10 +192,10 @@ def streams(
             channels[ch].append((pt.start, 1, n, part, rows))
     for g, rs in refs.items():
         for at in rs:
-            ref = [make("REF", cycle=at)]
+            ref = refresh_round(at)  # a REF, or a round of REFSBs (per-bank refresh)
             ref_rows = encode(ref) if encode is not None else None
             for ch in group_channels[g]:
-                item = (at, 0, 1, lambda ref=ref: ref)
+                item = (at, 0, len(ref), lambda ref=ref: ref)
                 channels[ch].append(item if ref_rows is None else (*item, _copy_rows(ref_rows)))
     out = [LazyStream([p[2:] for p in sorted(items, key=lambda x: (x[0], x[1]))], width=WIDTH) for items in channels]
     if not lazy:  # channel after channel: lockstep channels still share the stamped objects

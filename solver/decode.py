@@ -38,9 +38,10 @@ from .layout import Layout
 from .lower import Lowering
 from .payload import Role, TilingKind
 from .problem import HOST, SchedulingProblem, Solution
+from .refresh_points import refresh_round, round_cycles
 from .relocate import Relocations
 from .symbols import Symbols, host_copy, staging
-from .task_timing import StructureTimings, max_latency_after
+from .task_timing import StructureTimings
 from .tiling import slot_rows
 
 
@@ -154,12 +155,14 @@ def _task_commands(
     # channels of one signature run in lockstep (same stamps), and so do the tasks of repeated
     # layers: each structure is timed once per decode (a channel with padding on its own)
     end = comp = 0
-    inner: dict[int, tuple[int, ...]] = {}  # channel -> relative cycles of the task's own REFs
+    inner: dict[
+        int, tuple[tuple[int, ...], tuple[int, ...]]
+    ] = {}  # channel -> the task's own refresh rounds (last, first)
     for ci in cis:
         tt = timings.structure(timings.key(kind, pl.style, lay.t, ci), lambda ci=ci: emit(ci))
         end, comp = max(end, tt.duration), max(comp, tt.completion)
         if tt.refreshes:
-            inner[pl.channels[ci]] = tt.refreshes
+            inner[pl.channels[ci]] = (tt.refreshes, tt.refreshes_early or tt.refreshes)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
         if encode is not None:  # encoded from a template (assemble: the stream's rows)
             per[pl.channels[ci]] += (
@@ -288,8 +291,7 @@ def _decode(
             preds[tin].append((out, problem.lag(res_of[out], res_of[tin])))
 
     ref = problem.refresh
-    lat = max_latency_after(hw)
-    ref_len = lat["REF"]
+    ref_len = round_cycles(hw)
     free = {r: 0 for r in problem.resources()}
     refs: dict[str, list[int]] = {g: [] for g in groups}  # the REFs decode issues between tasks
     # every REF of a group, its own and its tasks', bounded over the group's channels (whose long
@@ -306,7 +308,7 @@ def _decode(
 
     def issue_ref(g: str, at: int) -> None:
         refs[g].append(at)
-        late[g].append(at)
+        late[g].append(at + ref.span)  # per-bank: the round's last REFSB
         early[g].append(at)
         last[g] = at
         free[g] = at + ref_len
@@ -325,10 +327,10 @@ def _decode(
         if ref and t.resource != HOST:
             g = t.resource
             chans = groups[g].channels
-            counts = [len(inner.get(c, ())) for c in chans]
+            counts = [len(inner[c][0]) if c in inner else 0 for c in chans]
             n_min, n_max = min(counts), max(counts)
-            late_rel = [max(inner[c][k] for c in chans) for k in range(n_min)]
-            early_rel = [min(inner[c][k] for c in chans if len(inner.get(c, ())) > k) for k in range(n_max)]
+            late_rel = [max(inner[c][0][k] for c in chans) for k in range(n_min)]
+            early_rel = [min(inner[c][1][k] for c in chans if counts[chans.index(c)] > k) for k in range(n_max)]
             first = late_rel[0] if n_min else dur  # the task's first stretch without a REF
             gap = ref.max_interval * ref.tREFI
             # idle gap before the task: refresh there, due or not, as far as credit goes
@@ -353,7 +355,7 @@ def _decode(
             late[g].extend(est + r for r in late_rel)
             early[g].extend(est + r for r in early_rel)
             if n_min:
-                last[g] = est + min(inner[c][-1] for c in chans)
+                last[g] = est + min(inner[c][1][-1] for c in chans)
         placed[t.name] = _Placed(t.name, t.resource, est, est + dur, est + comp, per)
         free[t.resource] = est + dur
 
@@ -361,7 +363,7 @@ def _decode(
         last_done = max((p.completion for p in placed.values()), default=0)
         for rs in refs.values():
             if rs:
-                last_done = max(last_done, rs[-1] + hw.timing.p("tRFC"))
+                last_done = max(last_done, rs[-1] + ref_len)
         return last_done
 
     if ref:
@@ -384,6 +386,7 @@ def _decode(
         channels_of,
         plan,
         refs,
+        partial(refresh_round, hw),
         {g: list(groups[g].channels) for g in groups},
         hw.organization.channels,
         lazy,

@@ -18,13 +18,16 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
   read over the link (one burst per tLINK per channel, per tCCD_S within one rank) and run on
   the host's matrix unit, or any fraction of it may: the split is relaxed to a fractional
   knapsack, and the host's budget for it is what its own ops leave (term HOST). Refresh takes
-  tRFC of every tREFI on every channel: T >= W + tRFC * floor(T / tREFI).
+  tRFC of every tREFI on every channel: T >= W + tRFC * floor(T / tREFI). With per-bank
+  refresh (timing.refresh_mode = per_bank) a REFSB keeps only its bank busy, tRFCSB: with one
+  bank per unit that unit streams nothing meanwhile (tRFCSB of every tREFI); with more, the
+  unit's other banks can stream while one refreshes, so refresh costs the MACs nothing here.
 - ROW_CYCLE: every row of a resident operand is opened at least once whichever unit or the link
   reads it; the fullest bank holds at least ceil(bursts / banks) bursts, so at least
   ceil(that / columns) rows, and one bank opens rows at most once per
   max(tRC, tRAS + tRP, tRCD + tRTP + tRP) (ACT -> first column command -> PRE -> ACT; tRCD the
   lesser of tRCDRD, for a read over the link, and tRCDMAC, for a MAC).
-  With refresh as above.
+  With refresh as above (per-bank refresh: the bank's own tRFCSB of every tREFI).
 - HOST: the host runs one instruction at a time: every host-only op's work (elements read and
   written / vector rate, as in hwmodel/host_costs), plus per PIM-capable op the least of its
   epilogue (output elements / vector rate) and, for a gemv, its GEMM on the host's matrix unit,
@@ -159,9 +162,15 @@ def streaming_cycles(hw: Hardware, program: Program) -> tuple[int, int]:
     return streaming_bound(hw, op_work(hw, program), 0)
 
 
-def with_refresh(hw: Hardware, work: int) -> int:
+def with_refresh(hw: Hardware, work: int, per_bank_busy: bool = False) -> int:
+    """`work` stretched by refresh: tRFC per tREFI (all-bank). Per-bank refresh: a unit's work
+    by tRFCSB per tREFI with one bank per unit, not at all with more (another bank of the unit
+    streams meanwhile); one bank's work (`per_bank_busy`) by tRFCSB per tREFI."""
     t = hw.timing
-    return Refresh(t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh).stretch(work)
+    busy = t.p("tRFC")
+    if t.refresh_mode == "per_bank":
+        busy = t.p("tRFCSB") if per_bank_busy or hw.pim.banks_per_pu == 1 else 0
+    return Refresh(t.p("tREFI"), busy, t.max_postponed_refresh).stretch(work)
 
 
 def _host_compute(hw: Hardware, program: Program, i: int) -> int:
@@ -222,7 +231,7 @@ def row_cycle_bound(hw: Hardware, program: Program) -> int:
     if bursts == 0:
         return 0
     rows = ceil(ceil(bursts / (org.channels * org.banks_per_channel)) / org.columns)
-    return with_refresh(hw, (rows - 1) * row_period(hw) + first_column_delay(hw))
+    return with_refresh(hw, (rows - 1) * row_period(hw) + first_column_delay(hw), per_bank_busy=True)
 
 
 def _earliest_finish(hw: Hardware, program: Program, i: int, work: OpWork | None, start: int, fed: bool) -> int:

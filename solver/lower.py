@@ -30,6 +30,7 @@ from .layout import Layout
 from .mvshape import MVShape, fused_shape, mv_shape
 from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
+from .refresh_points import round_busy, round_span
 from .split import split_modes
 from .symbols import Symbols
 from .task_timing import StructureTimings, TaskTiming, TimingCache, TimingStore
@@ -210,8 +211,9 @@ class Lowerer:
         return self.lowering.timings[key], layout
 
     def refresh_credit(self, timing: TaskTiming) -> int:
-        """tRFC for each REF the task carries itself (on the channel it was timed on)."""
-        return self.hw.timing.p("tRFC") * len(timing.refreshes)
+        """The lumped refresh's charge per round (Refresh.tRFC) for each round of refreshes the
+        task carries itself (on the channel it was timed on)."""
+        return round_busy(self.hw) * len(timing.refreshes)
 
     def _append_timing(self, layout: Layout, new: str, position: int, group: str) -> int:
         """The KV append of one group: its longest channel's (1 when it writes nothing there),
@@ -477,7 +479,12 @@ class Lowerer:
         ]
         t = self.hw.timing
         refresh = Refresh(
-            t.p("tREFI"), t.p("tRFC"), t.max_postponed_refresh, t.max_pulled_in_refresh, t.max_refresh_interval
+            t.p("tREFI"),
+            round_busy(self.hw),
+            t.max_postponed_refresh,
+            t.max_pulled_in_refresh,
+            t.max_refresh_interval,
+            round_span(self.hw),
         )
         problem = SchedulingProblem(p.name, jobs, dependencies, self.groups, refresh, self.hw.host.sync_cycles)
         problem.horizon = problem.trivial_horizon()

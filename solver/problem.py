@@ -119,6 +119,9 @@ class Refresh:
     max_postponed: int
     max_pulled_in: int = 8
     max_interval: int = 9  # tREFI intervals between two REFs at most
+    # per-bank refresh: cycles from the first to the last refresh of a between-task round (0: one
+    # REF); tRFC is then what a round keeps the group busy (solver.refresh_points.round_busy)
+    span: int = 0
 
     def stretch(self, work: int, at_least: int = 0) -> int:
         """Smallest T >= max(work, at_least) with T >= work + tRFC * floor(T / tREFI): the time a

@@ -13,6 +13,15 @@ near k x tREFI after the task's start. The re-activated rows are the ones that w
 sequence computes the same thing (global buffer, accumulators and staging are not in the banks).
 The decoder reads the REFs' exact relative cycles from the task's timing (TaskTiming.refreshes)
 and counts them like its own.
+
+Per-bank refresh (timing.refresh_mode = per_bank: REFSB refreshes one bank while the others
+work). Between tasks the decoder issues a *round*, one refresh of every bank: an all-bank REF, or
+a REFSB per bank tRREFD apart, whichever frees the channel sooner (`refresh_round`). Inside a long
+task, a refresh point refreshes the open banks as above (PRE, a REFSB each, ACT again) and leaves
+the banks that are precharged there to REFSBs spread over the following instruction boundaries,
+one per boundary (a REFSB to a closed bank costs the stream a bus slot, not tRFCSB), or placed
+just before the ACT that would open such a bank. Each bank so gets one refresh per round; the
+decoder counts a round by its first and its last refresh (TaskTiming.refreshes_early / refreshes).
 """
 
 from __future__ import annotations
@@ -49,6 +58,53 @@ def _estimate(hw: Hardware, seq: list[Instruction]) -> int:
     return total
 
 
+def per_bank(hw: Hardware) -> bool:
+    return hw.timing.refresh_mode == "per_bank"
+
+
+def round_span(hw: Hardware) -> int:
+    """Cycles from the first to the last refresh of a between-task round (0: one REF)."""
+    if not per_bank(hw) or not _round_by_bank(hw):
+        return 0
+    return (hw.organization.banks_per_channel - 1) * hw.timing.p("tRREFD")
+
+
+def _round_by_bank(hw: Hardware) -> bool:
+    """Per-bank devices: a round of REFSBs frees the channel sooner than one REF (every bank
+    precharged, so only the rows between refresh commands and to the next ACT count)."""
+    t = hw.timing
+    nb = hw.organization.banks_per_channel
+    return (nb - 1) * t.p("tRREFD") + t.p("tRFCSB") < t.p("tRFC")
+
+
+def refresh_round(hw: Hardware, at: int) -> list[Instruction]:
+    """The decoder's refresh of every bank of a channel at cycle `at` (all banks precharged)."""
+    if per_bank(hw) and _round_by_bank(hw):
+        d = hw.timing.p("tRREFD")
+        return [make("REFSB", cycle=at + i * d, bank=i) for i in range(hw.organization.banks_per_channel)]
+    return [make("REF", cycle=at)]
+
+
+def round_busy(hw: Hardware) -> int:
+    """The least time a between-task round keeps its channel group from work: tRFC for a REF, the
+    span plus tRFCSB for a round of REFSBs (at most round_cycles: the lumped refresh of the CP-SAT
+    model and the hardware figures charge this per round and stay below the decoder's)."""
+    if per_bank(hw) and _round_by_bank(hw):
+        return round_span(hw) + hw.timing.p("tRFCSB")
+    return hw.timing.p("tRFC")
+
+
+def round_cycles(hw: Hardware) -> int:
+    """Cycles a between-task round keeps its channel group busy, from its first command until any
+    command may follow (the decoder's block; CP-SAT's lumped refresh charges this per round)."""
+    from .task_timing import max_latency_after
+
+    lat = max_latency_after(hw)
+    if per_bank(hw) and _round_by_bank(hw):
+        return round_span(hw) + lat["REFSB"]
+    return lat["REF"]
+
+
 def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     """`seq` with REF blocks about every tREFI if it runs longer than LONG_TASK_INTERVALS x tREFI;
     else `seq` itself."""
@@ -61,16 +117,27 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     if timing.duration < LONG_TASK_INTERVALS * trefi:
         return seq
     p = hw.timing.params
-    block = p["tRP"] + p["tRFC"] + p["tRCDMAC"]  # what one REF block adds, about
+    nb = hw.organization.banks_per_channel
+    spread = per_bank(hw)
+    block = p["tRP"] + (p["tRFCSB"] + (nb // 2) * p["tRREFD"] if spread else p["tRFC"]) + p["tRCDMAC"]  # about
     out: list[Instruction] = []
     open_rows: dict[int, int] = {}  # bank -> open row
+    pending: list[int] = []  # per-bank: closed banks still owed their refresh of this round
     k = 1
     for i, ins in enumerate(seq):
         # the k-th REF goes before the first instruction that would issue at or after k x tREFI
         # (counting the blocks already inserted), once the task has at least a tREFI left
         if int(timing.issue[i]) + (k - 1) * block >= k * trefi and timing.duration - int(timing.issue[i]) > trefi:
-            out.extend(_refresh_block(open_rows))
+            if spread:
+                out.extend(pending_refresh(pending, list(pending)))  # the last round's stragglers first
+                out.extend(_bank_refresh_block(open_rows))
+                pending = [b for b in range(nb) if b not in open_rows]
+            else:
+                out.extend(_refresh_block(open_rows))
             k += 1
+        if pending:
+            opens = [b for b in pending if ins.op == "ACT" and (_field(ins, "mask") >> b) & 1]
+            out.extend(pending_refresh(pending, opens or pending[:1]))
         out.append(ins)
         if ins.op == "ACT":
             mask, row = _field(ins, "mask"), _field(ins, "row")
@@ -82,7 +149,31 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
             for b in list(open_rows):
                 if (mask >> b) & 1:
                     del open_rows[b]
+    out.extend(pending_refresh(pending, list(pending)))
     return out
+
+
+def pending_refresh(pending: list[int], banks: list[int]) -> list[Instruction]:
+    """REFSBs of `banks` (closed banks of `pending`), removed from `pending`."""
+    for b in banks:
+        pending.remove(b)
+    return [make("REFSB", bank=b) for b in banks]
+
+
+def _bank_refresh_block(open_rows: dict[int, int]) -> list[Instruction]:
+    """Per-bank: PRE the open banks, a REFSB each, ACT each open row again."""
+    if not open_rows:
+        return []
+    block = [make("PRE", mask=sum(1 << b for b in open_rows))]
+    block += [make("REFSB", bank=b) for b in sorted(open_rows)]
+    return block + _reopen(open_rows)
+
+
+def _reopen(open_rows: dict[int, int]) -> list[Instruction]:
+    by_row: dict[int, int] = {}
+    for b, row in sorted(open_rows.items()):
+        by_row[row] = by_row.get(row, 0) | (1 << b)
+    return [make("ACT", mask=mask, row=row) for row, mask in sorted(by_row.items(), key=lambda rm: rm[1] & -rm[1])]
 
 
 def _refresh_block(open_rows: dict[int, int]) -> list[Instruction]:
@@ -91,9 +182,4 @@ def _refresh_block(open_rows: dict[int, int]) -> list[Instruction]:
     if open_rows:
         block.append(make("PRE", mask=sum(1 << b for b in open_rows)))
     block.append(make("REF"))
-    by_row: dict[int, int] = {}
-    for b, row in sorted(open_rows.items()):
-        by_row[row] = by_row.get(row, 0) | (1 << b)
-    for row, mask in sorted(by_row.items(), key=lambda rm: rm[1] & -rm[1]):
-        block.append(make("ACT", mask=mask, row=row))
-    return block
+    return block + _reopen(open_rows)

@@ -37,6 +37,9 @@ class TaskTiming:
     duration: int
     completion: int
     refreshes: tuple[int, ...] = ()  # relative cycles of the task's own REFs (long tasks)
+    # per-bank refresh: round k (one refresh of every bank) ends at refreshes[k] and starts at
+    # refreshes_early[k]; with all-bank REFs the two are equal
+    refreshes_early: tuple[int, ...] = ()
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -162,8 +165,27 @@ def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
         lat_arr = np.array([lat[c] for c in COMMANDS], dtype=np.int64)
         quiet = int((times.command_cycles.astype(np.int64) + lat_arr[times.commands]).max())
     duration = max(quiet, int(times.cycles), int(times.last[-1]) + 1)
-    refs = tuple(int(c) for c in times.command_cycles[times.commands == COMMANDS.index("REF")])
-    return TaskTiming(issue, duration, int(times.cycles), refs)
+    late, early = refresh_rounds(hw, instrs, issue)
+    return TaskTiming(issue, duration, int(times.cycles), late, early)
+
+
+def refresh_rounds(
+    hw: Hardware, instrs: list[Instruction], issue: np.ndarray
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(last, first) cycle of each round of refreshes in `instrs` (issued at `issue`): round k is
+    every bank's k-th refresh (a REF refreshes every bank, a REFSB its own)."""
+    nb = hw.organization.banks_per_channel
+    per_bank: list[list[int]] = [[] for _ in range(nb)]
+    for ins, t in zip(instrs, issue.tolist()):
+        if ins.op == "REF":
+            for b in range(nb):
+                per_bank[b].append(t)
+        elif ins.op == "REFSB":
+            per_bank[ins.args[0]].append(t)
+    rounds = min(len(x) for x in per_bank)
+    late = tuple(max(x[k] for x in per_bank) for k in range(rounds))
+    early = tuple(min(x[k] for x in per_bank) for k in range(rounds))
+    return late, early
 
 
 # fields that name host memory (tensor and element): they never change when a command may issue

@@ -25,7 +25,7 @@ import ir
 from hwmodel import host_memory
 from hwmodel.atomic import write_dir_atomically, write_text
 from hwmodel.isa_asm import format_stream
-from hwmodel.model import Hardware
+from hwmodel.model import COMMANDS, Hardware
 from hwmodel.streams import StreamSet
 from hwmodel.streams_io import channel_stem, write_streams
 from ir.types import round_to
@@ -61,6 +61,11 @@ def export(c: Compiled, out: Path, source: str) -> BundleManifest:
 
     hw, prog = c.hardware, c.program
     check_fits(hw, source)
+    if hw.timing.refresh_mode != "all_bank":
+        raise BundleError(
+            f"{source}: timing.refresh_mode = {hw.timing.refresh_mode}: the RTL model (rtl/pim_channel.v) "
+            "implements all-bank refresh only (no REFSB)"
+        )
     _check_target(out)
     state, inputs = ir.generate_state(prog, seed=c.seed), ir.generate_inputs(prog, seed=c.seed)
     res = sim.simulate(hw, c.streams, program=prog, state=state, inputs=inputs, functional=True, record=True)
@@ -105,15 +110,19 @@ def export(c: Compiled, out: Path, source: str) -> BundleManifest:
         files[f"program/{label}.s"] = format_stream(
             list(stream), f"pimsat ISA {ss.isa_version} -- {hw.name} -- {label}"
         )
+    # the RTL model knows the commands up to RDACC (all-bank refresh only: no REFSB, whose rows
+    # never apply on a device that refreshes all banks)
+    rtl_cmds = COMMANDS.index("REFSB")
     files["rtl/timing.hex"] = hex_lines(
         (
             (int(p) << 56) | (int(n) << 48) | (int(s) << 40) | (int(w) << 32) | int(lat)
             for p, n, s, w, lat in zip(tables.prev, tables.nxt, tables.scope, tables.win, tables.lat)
+            if p < rtl_cmds and n < rtl_cmds
         ),
         16,
     )
     org = hw.organization
-    params = [*tables.completion, hw.timing.p("tGB")]
+    params = [*tables.completion[:rtl_cmds], hw.timing.p("tGB")]
     params += [org.bank_group_of(b) for b in range(nb)] + [hw.pu_of(b) for b in range(nb)]
     t = hw.timing
     params += [t.p("tREFI"), t.max_postponed_refresh, t.max_pulled_in_refresh, t.max_refresh_interval, int(res.cycles)]

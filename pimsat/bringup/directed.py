@@ -22,7 +22,7 @@ from hwmodel.model import COMMANDS, Hardware
 from .testgen import WHOST, YACC, GeneratedTest, GenKind, K, X, epilogue, prototype
 
 START = 400  # where a timing test's `prev` is stamped: every setup command's rows have expired
-ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC = range(8)
+ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC, REFSB = range(9)
 OPEN_NEEDED = (RD, WR, MAC, PRE)
 
 
@@ -142,6 +142,7 @@ def _cmd(hw: Hardware, c: int, bank: int, cycle: int | None = None) -> Instructi
         "MAC": dict(mask=1 << bank, col=0, count=1, gb=0, acc=1),
         "WRGB": dict(gb=1, count=1, src=X, offset=16),
         "RDACC": dict(bank=bank, acc=0, count=1, dst=YACC, offset=0, stride=1),
+        "REFSB": dict(bank=bank),
     }[name]
     return make(name, cycle=cycle, **f)
 
@@ -150,6 +151,8 @@ def timing_case(hw: Hardware, k: int, tables) -> GeneratedTest | None:
     p, n, scope = int(tables.prev[k]), int(tables.nxt[k]), int(tables.scope[k])
     if tables.win[k]:
         return None  # window rows: tfaw_case
+    if REFSB in (p, n) and hw.timing.refresh_mode != "per_bank":
+        return None  # per-bank refresh rows: the prototype (and the RTL model) refresh all banks
     nb = hw.organization.banks_per_channel
     pb, xb = _banks(hw, p, n, scope)
     allb = (1 << nb) - 1

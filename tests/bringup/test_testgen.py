@@ -107,7 +107,10 @@ def test_every_timing_row_has_a_test_at_its_gap():
 
     t = compile_tables(load_hardware("fpga-proto"))
     cases = [c for c in DIRECTED.values() if "row" in c.exercises]
-    assert {c.exercises["row"] for c in cases} == set(t.names[: t.rows])
+    # the prototype refreshes all banks (as the RTL model): the per-bank refresh rows have no test
+    # here (tests/sim/test_timing_rows.py tests them on per-bank devices)
+    refsb = {n for n in t.names[: t.rows] if "REFSB" in n}
+    assert refsb and {c.exercises["row"] for c in cases} == set(t.names[: t.rows]) - refsb
     for c in cases:
         x = c.exercises
         k = t.names.index(x["row"])

@@ -65,6 +65,8 @@ def _cmd(hw, name, bank, cycle=None):
         return make("WRGB", cycle=cycle, gb=0, count=1, src=0, offset=0)
     if name == "RDACC":
         return make("RDACC", cycle=cycle, bank=bank, acc=0, count=1, dst=0, offset=0, stride=1)
+    if name == "REFSB":
+        return make("REFSB", cycle=cycle, bank=bank)
     return make("REF", cycle=cycle)
 
 
@@ -118,7 +120,17 @@ def _window_scenario(hw, gap):
 
 
 def _overrides(hw, row) -> list[str]:
+    """Besides the documented ones above: rows naming REFSB run on the device with per-bank
+    refresh; ACT->REFSB on the channel's row bus gets tRRD out of its way (ACT->REFSB rank is
+    tRRD_S + 1), REFSB->ACT in the bank group gets tRREFD out of its way."""
     p = hw.timing.params
+    if "REFSB" in (row["prev"], row["next"]):
+        out = ["timing.refresh_mode=per_bank"]
+        if (row["prev"], row["next"], row["scope"]) == ("ACT", "REFSB", "channel"):
+            out += ["timing.params.tRRD_S=0", "timing.params.tRRD_L=1"]
+        if (row["prev"], row["next"], row["scope"]) == ("REFSB", "ACT", "bank_group"):
+            out += ["timing.params.tRREFD=1"]
+        return out
     if row["latency"] == "tLINK":
         others = [
             hw.timing.latency_of(c)

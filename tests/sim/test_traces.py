@@ -117,9 +117,29 @@ def test_dtypes():
 def test_summarise(hw):
     s = T.summarise(synthetic_log(), hw)
     assert s["commands"] == 12
-    assert s["by_command"] == {"ACT": 2, "PRE": 2, "RD": 1, "WR": 0, "REF": 1, "MAC": 4, "WRGB": 1, "RDACC": 1}
+    assert s["by_command"] == {
+        "ACT": 2,
+        "PRE": 2,
+        "RD": 1,
+        "WR": 0,
+        "REF": 1,
+        "MAC": 4,
+        "WRGB": 1,
+        "RDACC": 1,
+        "REFSB": 0,
+    }
     assert len(s["by_channel"]) == 2
-    assert s["by_channel"][1] == {"ACT": 1, "PRE": 1, "RD": 1, "WR": 0, "REF": 0, "MAC": 0, "WRGB": 0, "RDACC": 0}
+    assert s["by_channel"][1] == {
+        "ACT": 1,
+        "PRE": 1,
+        "RD": 1,
+        "WR": 0,
+        "REF": 0,
+        "MAC": 0,
+        "WRGB": 0,
+        "RDACC": 0,
+        "REFSB": 0,
+    }
     assert sum(s["by_channel"][0].values()) == 9
     assert s["bank_operations"]["MAC"] == 4 * 8 and s["bank_operations"]["ACT"] == 17
     assert s["bank_operations"]["REF"] == 16  # whole-channel refresh
