@@ -7,6 +7,7 @@ Every failure is a `HardwareError` whose message names the file and the field:
 from __future__ import annotations
 
 import copy
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -66,26 +67,49 @@ def _labels(overrides: list[str], labels: list[str] | None) -> list[str]:
 def apply_overrides(
     data: dict[str, Any], overrides: list[str], source: str, labels: list[str] | None = None
 ) -> dict[str, Any]:
-    """`pim.lanes=32`, `organization.channels=8`, `timing.params.tRCDRD=20`. `labels`: what to
-    blame for each override in a message (default `--set ITEM`)."""
+    """`pim.lanes=32`, `organization.channels=8`, `timing.params.tRCDRD=20`, and a row of the
+    timing table by its index: `timing.constraints[12].latency=20` (or `timing.constraints.12...`;
+    the indices are those of `pimsat hw PRESET --rows`). `labels`: what to blame for each override
+    in a message (default `--set ITEM`)."""
     data = copy.deepcopy(data)
     for item, label in zip(overrides, _labels(overrides, labels), strict=True):
         if "=" not in item:
             raise HardwareError(f"{label}: expected KEY=VALUE, e.g. pim.lanes=32")
         key, text = item.split("=", 1)
-        parts = key.strip().split(".")
+        key = re.sub(r"\[(\d+)\]", r".\1", key.strip())
+        parts = key.split(".")
+        if parts[:2] == ["timing", "constraints"]:
+            _with_rows(data)
         node = data
         for depth, part in enumerate(parts[:-1]):
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+                continue
             if not isinstance(node, dict) or part not in node:
                 field = ".".join(parts[: depth + 1])
-                raise HardwareError(f"{label}: {field}: {source} has no field {field}")
+                size = f" (rows 0..{len(node) - 1})" if isinstance(node, list) else ""
+                raise HardwareError(f"{label}: {field}: {source} has no field {field}{size}")
             node = node[part]
         leaf = parts[-1]
-        if not isinstance(node, dict) or leaf not in node:
+        if not isinstance(node, dict) or (leaf not in node and leaf not in _ROW_FIELDS):
             known = f" (known: {', '.join(sorted(node))})" if isinstance(node, dict) and len(node) < 40 else ""
             raise HardwareError(f"{label}: {key}: {source} has no field {key}{known}")
         node[leaf] = _parse_value(label, text)
     return data
+
+
+# the fields a timing-table row may be given (hwmodel.model.TimingConstraint)
+_ROW_FIELDS = ("prev", "next", "scope", "latency", "window", "when")
+
+
+def _with_rows(data: dict[str, Any]) -> None:
+    """The device's timing-table rows written into `data` (as hardware_from_dict adds them), so an
+    override can name one by its index."""
+    timing = data.get("timing")
+    if isinstance(timing, dict) and "constraints" not in timing:
+        pim = data.get("pim")
+        path = pim.get("gb_write_path", "data_bus") if isinstance(pim, dict) else "data_bus"
+        timing["constraints"] = [dict(r) for r in family_timing_table() if r.get("when") in (None, path)]
 
 
 def one_line(source: str, err: ValidationError, prefix: str = "") -> str:
@@ -130,12 +154,7 @@ def _add_derived_params(data: dict[str, Any], source: str) -> None:
 
 def hardware_from_dict(data: dict[str, Any], source: str = "<hardware>") -> Hardware:
     data = copy.deepcopy(data)
-    timing = data.get("timing")
-    if isinstance(timing, dict) and "constraints" not in timing:
-        # the family's rows; those of another pim.gb_write_path than this device's are not its rules
-        pim = data.get("pim")
-        path = pim.get("gb_write_path", "data_bus") if isinstance(pim, dict) else "data_bus"
-        timing["constraints"] = [r for r in family_timing_table() if r.get("when") in (None, path)]
+    _with_rows(data)  # the family's rows; those of another pim.gb_write_path than this device's are not its rules
     _add_derived_params(data, source)
     try:
         return Hardware.model_validate(data)

@@ -208,6 +208,19 @@ class Timing(_Strict):
             )
         return self
 
+    def rule(self, prev: str, next: str, scope: str) -> int:
+        """The least gap the table puts between `prev` and `next` in one unit of `scope`: the
+        largest latency of its non-window rows for that triple (0: none). Figures derived from the
+        rules (the hardware bound) read them here, so a row overridden by index moves them too."""
+        return max(
+            (
+                self.latency_of(c)
+                for c in self.constraints
+                if (c.prev, c.next, c.scope) == (prev, next, scope) and not c.window
+            ),
+            default=0,
+        )
+
     def latency_of(self, c: TimingConstraint) -> int:
         return sum(s * (int(t) if t.lstrip("-").isdigit() else self.params[t]) for s, t in c.terms())
 

@@ -52,12 +52,23 @@ def show(instances, preset, sets) -> None:
 @main.command()
 @click.argument("preset", default="hbm2-pim")
 @click.option("--set", "sets", multiple=True, help="Override KEY=VALUE, e.g. organization.channels=8.")
+@click.option(
+    "--rows", is_flag=True, help="List the timing table with row indices (--set timing.constraints[I].latency=...)."
+)
 @guard
-def hw(preset, sets) -> None:
+def hw(preset, sets, rows) -> None:
     """Show a hardware preset's derived figures (presets: see `pimsat hw --help`)."""
     from hwmodel.derived import figures
 
     h = load_hardware(preset, list(sets))
+    if rows:
+        r = Table(title=f"{h.name}: timing table (timing.refresh_mode = {h.timing.refresh_mode})")
+        for col in ("index", "prev", "next", "scope", "latency", "cycles", "window"):
+            r.add_column(col, justify="right" if col in ("index", "cycles", "window") else "left")
+        for i, c in enumerate(h.timing.constraints):
+            r.add_row(str(i), c.prev, c.next, c.scope, str(c.latency), str(h.timing.latency_of(c)), str(c.window or ""))
+        console.print(r)
+        return
     t = Table(title=f"{h.name} (ISA {h.isa_version})")
     t.add_column("figure")
     t.add_column("value", justify="right")

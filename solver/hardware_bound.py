@@ -45,8 +45,9 @@ What backs it: the derivation above for programs pimsat cannot emit; for those i
 tests (tests/solver/test_hardware_bound.py: never above a simulated program, over random
 kernels x presets x timing and host overrides, every method). The row rules it assumes (ACT ->
 ACT tRC, ACT -> PRE tRAS, PRE -> ACT tRP, ACT -> column tRCD, column -> PRE tRTP, per bank) are
-rows of the standards' lists in hwmodel/standards (sim/stdcheck.py); the values are the
-preset's, as the simulator uses them.
+rows of the standards' lists in hwmodel/standards (sim/stdcheck.py); the values are read from the
+device's own timing-table rows (Timing.rule: a row overridden by index, `--set
+timing.constraints[I].latency=...`, moves the bound with the simulator), as the simulator uses them.
 """
 
 from __future__ import annotations
@@ -98,7 +99,9 @@ def row_switch_cycles(hw: Hardware) -> int:
     row, PRE (tRTP), ACT (tRP) and the first MAC of the next row (tRCDMAC) cannot overlap with
     MACs (with two or more banks per unit the next row can be opened in the other bank)."""
     t = hw.timing
-    return max(0, t.p("tRTP") + t.p("tRP") + t.p("tRCDMAC") - hw.mac_interval)
+    return max(
+        0, t.rule("MAC", "PRE", "bank") + t.rule("PRE", "ACT", "bank") + t.rule("ACT", "MAC", "bank") - hw.mac_interval
+    )
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ def op_work(hw: Hardware, program: Program) -> list[OpWork]:
     pus, chans = hw.total_pus, hw.organization.channels
     switch = row_switch_cycles(hw) if hw.pim.banks_per_pu == 1 else 0
     # reads to the host: one burst per tLINK on a channel, and per tCCD_S within one rank
-    read_spacing = max(hw.link_cycles, hw.timing.p("tCCD_S") if hw.organization.ranks == 1 else 0)
+    read_spacing = max(hw.link_cycles, hw.timing.rule("RD", "RD", "rank") if hw.organization.ranks == 1 else 0)
     out = []
     for i, op in enumerate(program.ops):
         if not op.pim_capable:
@@ -167,9 +170,9 @@ def with_refresh(hw: Hardware, work: int, per_bank_busy: bool = False) -> int:
     by tRFCSB per tREFI with one bank per unit, not at all with more (another bank of the unit
     streams meanwhile); one bank's work (`per_bank_busy`) by tRFCSB per tREFI."""
     t = hw.timing
-    busy = t.p("tRFC")
+    busy = t.rule("REF", "ACT", "rank")
     if t.refresh_mode == "per_bank":
-        busy = t.p("tRFCSB") if per_bank_busy or hw.pim.banks_per_pu == 1 else 0
+        busy = t.rule("REFSB", "ACT", "bank") if per_bank_busy or hw.pim.banks_per_pu == 1 else 0
     return Refresh(t.p("tREFI"), busy, t.max_postponed_refresh).stretch(work)
 
 
@@ -214,13 +217,15 @@ def streaming_bound(hw: Hardware, work: list[OpWork], host_busy: int) -> tuple[i
 def row_period(hw: Hardware) -> int:
     """Least cycles between two ACTs of one bank that serve a column command in between."""
     t = hw.timing
-    return max(t.p("tRC"), t.p("tRAS") + t.p("tRP"), first_column_delay(hw) + t.p("tRTP") + t.p("tRP"))
+    rp = t.rule("PRE", "ACT", "bank")
+    rtp = min(t.rule("MAC", "PRE", "bank"), t.rule("RD", "PRE", "bank"))
+    return max(t.rule("ACT", "ACT", "bank"), t.rule("ACT", "PRE", "bank") + rp, first_column_delay(hw) + rtp + rp)
 
 
 def first_column_delay(hw: Hardware) -> int:
     """ACT -> the first column command that can serve a resident row: a MAC (tRCDMAC) or a read
     over the link (tRCDRD), whichever is sooner."""
-    return min(hw.timing.p("tRCDRD"), hw.timing.p("tRCDMAC"))
+    return min(hw.timing.rule("ACT", "RD", "bank"), hw.timing.rule("ACT", "MAC", "bank"))
 
 
 def row_cycle_bound(hw: Hardware, program: Program) -> int:

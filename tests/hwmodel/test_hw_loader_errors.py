@@ -99,9 +99,32 @@ def test_overrides_apply():
     assert load_hardware("hbm2-pim").timing.p("tRCDRD") == 14  # the preset is untouched
 
 
+def test_a_timing_row_is_overridden_by_its_index():
+    """`timing.constraints[I].FIELD=V` (issue 18: a row of the timing table as a sweep axis): the
+    simulator's table and the rule-derived figures (the hardware bound) follow it, the preset's
+    parameter does not move."""
+    from sim.timing import compile_tables
+
+    base = load_hardware("hbm2-pim")
+    i = next(k for k, c in enumerate(base.timing.constraints) if (c.prev, c.next, c.scope) == ("ACT", "MAC", "bank"))
+    hw = load_hardware("hbm2-pim", [f"timing.constraints[{i}].latency=tRCDMAC + 6"])
+    assert hw.timing.constraints[i].latency == "tRCDMAC + 6" and hw.timing.p("tRCDMAC") == base.timing.p("tRCDMAC")
+    assert hw.timing.rule("ACT", "MAC", "bank") == base.timing.p("tRCDMAC") + 6
+    assert int(compile_tables(hw).lat[i]) == base.timing.p("tRCDMAC") + 6
+    same = load_hardware("hbm2-pim", [f"timing.constraints.{i}.latency=20"])  # dotted index too
+    assert same.timing.latency_of(same.timing.constraints[i]) == 20
+    assert [c for k, c in enumerate(hw.timing.constraints) if k != i] == [
+        c for k, c in enumerate(base.timing.constraints) if k != i
+    ]
+
+
 @pytest.mark.parametrize(
     "item, needles",
     [
+        ("timing.constraints[999].latency=3", ["--set timing.constraints[999]", "no field", "rows 0.."]),
+        ("timing.constraints[4].latncy=3", ["no field timing.constraints.4.latncy", "known: latency"]),
+        ("timing.constraints[4].latency=tFOO", ["--set timing.constraints[4]", "unknown timing parameter 'tFOO'"]),
+        ("timing.constraints[4].scope=die", ["--set timing.constraints[4]", "unknown scope 'die'"]),
         ("pim.bogus=1", ["--set pim.bogus", "no field pim.bogus"]),
         ("bogus.lanes=1", ["--set bogus.lanes", "no field bogus"]),
         ("organization.channels.x=1", ["no field organization.channels.x"]),
