@@ -5,8 +5,8 @@
 For every row of SWEEP_OUT_DIR/results.jsonl of INSTANCE (a point and a method) runs
 `pimsat solve INSTANCE --method M --set AXIS=VALUE ... --timing-only --json` with the point's axis
 values (after the sweep's own --set overrides, given again here) and compares the status, the
-cycles and the hardware bound with its terms. Prints one line per mismatch and a summary; exit 1
-on any mismatch. (Axes named program.FIELD or hw are not --set fields: such rows are skipped.)
+cycles and the hardware bound with its terms (an `hw` axis is solve's --hw). Prints one line per
+mismatch and a summary; exit 1 on any mismatch. (program.FIELD axes are skipped.)
 """
 
 from __future__ import annotations
@@ -37,11 +37,13 @@ def main() -> int:
     bad = checked = skipped = 0
     for row in rows[: args.limit or None]:
         coords = row["coords"]
-        if any(k == "hw" or k.startswith("program.") for k in coords):
+        if any(k.startswith("program.") for k in coords):
             skipped += 1
             continue
         cmd = [sys.executable, "-m", "pimsat", "solve", args.instance, "--method", row["method"], "--timing-only"]
-        for s in [*args.sets, *(f"{k}={v}" for k, v in coords.items())]:
+        if "hw" in coords:
+            cmd += ["--hw", coords["hw"]]
+        for s in [*args.sets, *(f"{k}={v}" for k, v in coords.items() if k != "hw")]:
             cmd += ["--set", s]
         rep = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True).stdout)
         checked += 1

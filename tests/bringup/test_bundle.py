@@ -126,6 +126,19 @@ def test_an_instance_that_does_not_fit_the_prototype_is_refused(tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+def test_a_per_bank_refresh_device_is_refused(tmp_path):
+    """The RTL model refreshes all banks (no REFSB): a bundle for a per-bank device would be one
+    the RTL cannot replay, so export-fpga refuses it in one line, writing nothing."""
+    inst = tmp_path / "pb.yaml"
+    inst.write_text(
+        "name: pb\nprogram: {kind: gemv, n: 64, k: 128}\n"
+        "hardware: {preset: fpga-proto, set: ['timing.refresh_mode=per_bank']}\n"
+    )
+    r = cli("export-fpga", inst, "--out", tmp_path / "b")
+    _one_line_exit_2(r, "pb.yaml", "timing.refresh_mode = per_bank", "all-bank refresh only")
+    assert not (tmp_path / "b").exists()
+
+
 def test_an_output_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "f").write_text("keep me")
     r = cli("export-fpga", ROOT / "instances/fpga/gemv-64x128-fpga.yaml", "--out", tmp_path / "f")
