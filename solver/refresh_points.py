@@ -66,22 +66,28 @@ def round_span(hw: Hardware) -> int:
     """Cycles from the first to the last refresh of a between-task round (0: one REF)."""
     if not per_bank(hw) or not _round_by_bank(hw):
         return 0
-    return (hw.organization.banks_per_channel - 1) * hw.timing.p("tRREFD")
+    return _span(hw)
+
+
+def _span(hw: Hardware) -> int:
+    """A round of REFSBs: the ranks' chains side by side, tRREFD apart within a rank (the rank
+    row REFSB -> REFSB), one cycle apart across ranks (one command per cycle on the channel)."""
+    org = hw.organization
+    return (org.banks_per_rank - 1) * hw.timing.p("tRREFD") + org.ranks - 1
 
 
 def _round_by_bank(hw: Hardware) -> bool:
     """Per-bank devices: a round of REFSBs frees the channel sooner than one REF (every bank
     precharged, so only the rows between refresh commands and to the next ACT count)."""
     t = hw.timing
-    nb = hw.organization.banks_per_channel
-    return (nb - 1) * t.p("tRREFD") + t.p("tRFCSB") < t.p("tRFC")
+    return t.p("tRREFD") >= hw.organization.ranks and _span(hw) + t.p("tRFCSB") < t.p("tRFC")
 
 
 def refresh_round(hw: Hardware, at: int) -> list[Instruction]:
     """The decoder's refresh of every bank of a channel at cycle `at` (all banks precharged)."""
     if per_bank(hw) and _round_by_bank(hw):
-        d = hw.timing.p("tRREFD")
-        return [make("REFSB", cycle=at + i * d, bank=i) for i in range(hw.organization.banks_per_channel)]
+        d, bpr, ranks = hw.timing.p("tRREFD"), hw.organization.banks_per_rank, hw.organization.ranks
+        return [make("REFSB", cycle=at + j * d + r, bank=r * bpr + j) for j in range(bpr) for r in range(ranks)]
     return [make("REF", cycle=at)]
 
 

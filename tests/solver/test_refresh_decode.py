@@ -88,3 +88,31 @@ def test_per_bank_refresh_programs(method):
     if r.solution.bound is not None:
         assert r.solution.bound - r.lowering.max_tail <= r.sim.cycles
     assert r.bounds.hardware.cycles <= r.sim.cycles
+
+
+@pytest.mark.parametrize("preset", ["hbm2-pim", "hbm3-pim", "gddr6-aim", "fpga-proto"])
+def test_a_refresh_round_is_legal_and_as_long_as_the_decoder_counts(preset):
+    """The decoder's between-task round on a per-bank device, alone then followed by an ACT of
+    every bank at round_cycles: legal in the simulator, its REFSBs (ranks side by side) span
+    round_span, and a round of REFSBs is chosen only where it frees the channel sooner than a REF."""
+    from hwmodel import load_hardware
+    from hwmodel.isa import make
+    from sim import simulate
+    from solver.refresh_points import refresh_round, round_cycles, round_span
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
+    from simgen import streams
+
+    hw = load_hardware(preset, ["organization.channels=1", "timing.refresh_mode=per_bank"])
+    t, nb = hw.timing, hw.organization.banks_per_channel
+    at = 100
+    rnd = refresh_round(hw, at)
+    every = (1 << nb) - 1
+    follow = [make("ACT", cycle=at + round_cycles(hw), mask=every, row=0), make("PRE", mask=every)]
+    r = simulate(hw, streams(hw, rnd + follow), functional=False)
+    if len(rnd) == 1:  # a REF
+        assert round_span(hw) == 0 and round_cycles(hw) >= t.p("tRFC")
+    else:
+        assert len(rnd) == nb and sorted(i.args[0] for i in rnd) == list(range(nb))
+        assert int(r.times(0).issue[nb - 1]) - at == round_span(hw)
+        assert round_span(hw) + t.p("tRFCSB") < t.p("tRFC")
