@@ -3,8 +3,11 @@
 The order is what makes it fast; the simulator's earliest-legal-cycle issue makes it exact.
 `style="overlap"` (what the solver uses):
 - ping-pong: while the units read one DRAM row (segment) in one bank of each pair, the other
-  bank is precharged and activated for the next segment (PRE right after the segment's first
-  MAC, ACT once tRP has passed in MAC time);
+  bank is precharged and activated for the next segment. A MAC sweep holds the in-order command
+  stream until its last burst, so the PRE and the ACT go *inside* the segment's MAC runs, each
+  after the burst at which the timing table first allows it (`_RowCommands`): the run is split
+  there (MAC count=k1; PRE; MAC ...; ACT; MAC rest). The other bank's row change is then hidden
+  whenever the segment streams for at least tRTP + tRP + tRCDMAC;
 - double-buffered global buffer: the next chunk's WRGB bursts are spread over the MAC bursts
   of the current chunk (at least one after each MAC instruction; when a chunk has more bursts to
   load than MAC instructions, the MACs are split into shorter runs so the loads go in between -
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from math import ceil
 
 import numpy as np
 
@@ -289,11 +291,11 @@ class MVEmitter:
         seq: list[Instruction] = []
         open_rows: dict[int, int] = {}  # bank set (bank index within the unit) -> open segment
         steps, access, next_seg = self._plan()
-        prefetch_act: Instruction | None = None
-        prefetch_seg = -1
-        prefetch_wait = 0  # MAC bursts to issue before the prefetch ACT
-        mac_interval = hw.mac_interval
-        trp_bursts = ceil((hw.timing.p("tRP") + hw.timing.p("tRTP")) / mac_interval)
+        rows = _RowCommands(seq, self._mac)  # the other bank set's PRE/ACT, inside the MAC runs
+        prefetch_seg = -1  # the segment whose row commands `rows` holds
+        pre_wait, act_wait = row_change_waits(hw)
+        settled_act_wait = readout_act_wait(hw)
+        readout_banks = sum(1 << (pu * self.bpp) for pu in range(t.pus))  # the banks RDACC names
 
         ch = t.channels[ci]
 
@@ -309,11 +311,11 @@ class MVEmitter:
             open_rows[sel] = seg
             return True
 
-        loads = _LoadSpreader(seq, self._mac, t.split_macs)  # the next step's GB loads
+        loads = _LoadSpreader(seq, rows.mac, t.split_macs)  # the next step's GB loads
         act_loads = max(0, hw.timing.p("tRCDMAC") // max(hw.link_cycles, hw.timing.p("tCCD_S")) - 1)
 
         # loop invariants of the MAC emission below (it runs once per MAC instruction)
-        seg_mask, mac = lay.segment_mask, self._mac
+        seg_mask = lay.segment_mask
         double_overlap = t.double_buffer and overlap
         gb_half, cb, rpp = hw.gb_bursts // 2, t.chunk_bursts, t.rows_per_pass
         half = 0
@@ -327,13 +329,21 @@ class MVEmitter:
                 if prev_step is not None:
                     ps, pp, pg, pc = steps[prev_step]
                     if (ps, pp, pg) != (slot, p, g):
+                        # the row commands go out while the accumulators settle, but an ACT of a
+                        # bank the RDACCs name (a unit's first) only after them: the standard
+                        # wants tRCD between an ACT and a column read of its bank
+                        late = rows.flush(keep=readout_banks)
                         loads.flush()
                         seq.extend(self._rdacc(ci, ps, pp, pg))
+                        seq.extend(late)
                 half = step_of_access % 2
                 if not overlap or step_of_access == 0 or not t.double_buffer:
                     if not resident[si]:
+                        rows.flush()
                         seq.extend(self._wrgb(ci, slot, g, c, half if t.double_buffer and overlap else 0))
                 else:
+                    if loads.pending:
+                        rows.flush()
                     loads.flush()
                 # queue the next step's GB load (double buffer)
                 if overlap and t.double_buffer and si + 1 < len(steps) and not resident[si + 1]:
@@ -342,12 +352,29 @@ class MVEmitter:
                     loads.queue(self._wrgb(ci, ns, ng, nc, (step_of_access + 1) % 2), macs, macs * t.chunk_len(c))
                 step_of_access += 1
                 prev_step = si
-            if prefetch_act is not None and seg == prefetch_seg:
-                seq.append(prefetch_act)  # not yet issued: issue now, before its first MAC
-                prefetch_act = None
+            if rows.pending and seg == prefetch_seg:
+                rows.flush()  # not yet issued: issue now, before its first MAC
             if open_segment(seg) and overlap and loads.pending:
                 # the unit waits tRCDMAC for its row anyway: the bus carries loads meanwhile
                 loads.emit(act_loads)
+            # first access of a segment: prepare the next distinct segment in the other bank set,
+            # its PRE and ACT placed by MAC bursts of this segment (row_change_waits)
+            if overlap and self.bpp > 1 and (idx == 0 or access[idx - 1][2] != seg) and next_seg[idx] is not None:
+                ns = next_seg[idx]
+                sel = lay.sel(ns)
+                if sel != lay.sel(seg) and open_rows.get(sel) != ns:
+                    rows.flush()  # (an earlier segment's, if it had too few bursts)
+                    cur = open_rows.get(sel)
+                    act_after = 0  # bursts of this segment before the ACT
+                    if cur is not None:
+                        # after a read-out the other bank's last MAC is tMACL (>= tRTP) behind:
+                        # its PRE goes before this segment's first MAC
+                        settled = bool(seq) and seq[-1].op == "RDACC"
+                        rows.queue(0 if settled else pre_wait, self._pre(lay.segment_mask(cur)))
+                        act_after = settled_act_wait if settled else act_wait
+                    rows.queue(act_after, self._act(lay.segment_mask(ns), lay.row(ch, ns)))
+                    prefetch_seg = ns
+                    open_rows[sel] = ns
             mask = seg_mask(seg)
             gb0 = half * gb_half if double_overlap else 0
             for vi in range(len(self._group_vectors(g))):
@@ -355,32 +382,13 @@ class MVEmitter:
                 if loads.pending and overlap:
                     loads.interleave(mask, col, n, gbase, acc)
                 else:
-                    seq.append(mac(mask, col, n, gbase, acc))
-                if prefetch_act is not None:
-                    prefetch_wait -= n
-                    if prefetch_wait <= 0:
-                        seq.append(prefetch_act)
-                        prefetch_act = None
+                    rows.mac(mask, col, n, gbase, acc)
             if not overlap:
                 # closed-page policy: precharge as soon as the row's last run has been read
                 if idx + 1 == len(access) or access[idx + 1][2] != seg:
                     seq.append(self._pre(lay.segment_mask(seg)))
                     open_rows.pop(lay.sel(seg), None)
-                continue
-            # first access of a segment: prepare the next distinct segment in the other bank set
-            if (idx == 0 or access[idx - 1][2] != seg) and next_seg[idx] is not None and self.bpp > 1:
-                ns = next_seg[idx]
-                sel = lay.sel(ns)
-                if sel != lay.sel(seg) and open_rows.get(sel) != ns:
-                    cur = open_rows.get(sel)
-                    if cur is not None:
-                        seq.append(self._pre(lay.segment_mask(cur)))
-                    prefetch_act = self._act(lay.segment_mask(ns), lay.row(ch, ns))
-                    prefetch_seg = ns
-                    prefetch_wait = trp_bursts
-                    open_rows[sel] = ns
-        if prefetch_act is not None:
-            seq.append(prefetch_act)
+        rows.flush()
         loads.flush()
         if prev_step is not None:
             ps, pp, pg, _pc = steps[prev_step]
@@ -389,6 +397,86 @@ class MVEmitter:
             seq.append(self._pre(lay.segment_mask(seg)))
         self.split_used = loads.diverged
         return with_refresh(hw, seq)
+
+
+def row_change_waits(hw: Hardware) -> tuple[int, int]:
+    """(PRE, ACT): MAC bursts of a segment to issue before the other bank set's PRE (of the row
+    it has just finished) and before its ACT (of its next row), so that each goes out as soon as
+    the timing table allows and no MAC waits for it.
+
+    Let B0 be the segment's first burst, I = mac_interval, the other bank's last MAC at B0 - I
+    (the segments stream back to back), its ACT at least tRCDMAC + (its bursts) x I before that.
+    The PRE may issue at B0 + d_pre, d_pre = tRTP - I (MAC -> PRE, same bank; ACT -> PRE tRAS is
+    met once the bank has streamed one segment: tRAS <= tRCDMAC + I + d_pre is checked by the
+    simulator, not assumed: a PRE it holds back only delays the sweep behind it). Placed after
+    w bursts it issues at max(B0 + (w - 1) I + 1, B0 + d_pre) and delays no burst iff
+    d_pre <= w I - 1: w_pre = ceil((d_pre + 1) / I), at least 0. The ACT may issue tRP after the
+    PRE, at B0 + d_act, d_act = max((w_pre - 1) I + 1, d_pre) + tRP, so w_act = ceil((d_act + 1) / I).
+    On fpga-proto (I 4, tRTP 5, tRP 14): PRE after 1 burst at B0 + 1, ACT after 4 at B0 + 15."""
+    t, step = hw.timing, hw.mac_interval
+    d_pre = t.p("tRTP") - step
+    w_pre = max(0, -(-(d_pre + 1) // step))
+    pre_at = max((w_pre - 1) * step + 1, d_pre) if w_pre else d_pre
+    d_act = pre_at + t.p("tRP")
+    w_act = max(w_pre, -(-(d_act + 1) // step))
+    return w_pre, w_act
+
+
+def readout_act_wait(hw: Hardware) -> int:
+    """MAC bursts of a pass's first segment before the other bank set's ACT when its PRE goes
+    right after the previous pass's read-out (RDACC), before the segment's first MAC. The read-out
+    waited tMACL >= tRTP after the last MAC, so the PRE is legal at once (cycle R + 1 after the
+    last RDACC at R), and the first MAC follows the RDACC by at least g + 1 cycles, g + 1 the
+    longest RDACC -> MAC row of the table (tCCD_L on a bank group): the PRE is at least g cycles
+    before the first burst B0, its ACT legal at B0 + tRP - g, placed after
+    w = ceil((tRP - g + 1) / I) bursts. On fpga-proto: g = 3, w = 3 (ACT at B0 + 11)."""
+    t = hw.timing
+    g = max((t.latency_of(c) for c in t.constraints if c.prev == "RDACC" and c.next == "MAC"), default=1) - 1
+    return max(0, -(-(t.p("tRP") - g + 1) // hw.mac_interval))
+
+
+class _RowCommands:
+    """Row commands (PRE, ACT) waiting for a number of MAC bursts: MAC runs go through `mac`,
+    which splits a run where a command falls due inside it (same accumulator, consecutive
+    columns and buffer bursts), so the command goes out between two bursts instead of after the
+    whole sweep."""
+
+    def __init__(self, seq: list[Instruction], mac):
+        self.seq, self.make = seq, mac
+        self.pending: deque[tuple[int, Instruction]] = deque()  # (due after this many bursts, command)
+        self.bursts = 0  # bursts emitted since the counter started
+
+    def queue(self, after: int, ins: Instruction) -> None:
+        """`ins` after `after` more MAC bursts (commands stay in queue order)."""
+        if not self.pending:
+            self.bursts = 0
+        due = self.bursts + after
+        if self.pending:
+            due = max(due, self.pending[-1][0])
+        self.pending.append((due, ins))
+
+    def flush(self, keep: int = 0) -> list[Instruction]:
+        """Emit every pending command now, but the ACTs (and what follows them) of a bank in
+        the mask `keep`: those are returned, for the caller to place."""
+        out = [ins for _due, ins in self.pending]
+        self.pending.clear()
+        cut = next((i for i, ins in enumerate(out) if ins.op == "ACT" and ins.args[0] & keep), len(out))
+        self.seq.extend(out[:cut])
+        return out[cut:]
+
+    def mac(self, mask: int, col: int, n: int, gb: int, acc: int) -> None:
+        seq, done = self.seq, 0
+        while self.pending and self.pending[0][0] < self.bursts + n:
+            k = self.pending[0][0] - self.bursts  # bursts of this run before the command
+            if k > done:
+                seq.append(self.make(mask, col + done, k - done, gb + done, acc))
+                done = k
+            seq.append(self.pending.popleft()[1])
+        if done < n:
+            seq.append(self.make(mask, col + done, n - done, gb + done, acc))
+        self.bursts += n
+        while self.pending and self.pending[0][0] <= self.bursts:
+            seq.append(self.pending.popleft()[1])
 
 
 class _LoadSpreader:
@@ -401,6 +489,7 @@ class _LoadSpreader:
     consecutive columns and buffer bursts) with the loads in between."""
 
     def __init__(self, seq: list[Instruction], mac, may_split: bool):
+        """`mac(mask, col, count, gb, acc)` emits a MAC run (_RowCommands.mac)."""
         self.seq, self.mac, self.may_split = seq, mac, may_split
         self.pending: deque[Instruction] = deque()
         self.loads = self.bursts = self.done = self.emitted = 0
@@ -426,7 +515,7 @@ class _LoadSpreader:
     def interleave(self, mask: int, col: int, n: int, gb: int, acc: int) -> None:
         self.done += n
         if not self.split:  # one load after the MAC (the general case below with due = 0)
-            self.seq.append(self.mac(mask, col, n, gb, acc))
+            self.mac(mask, col, n, gb, acc)
             self.seq.append(self.pending.popleft())
             self.emitted += 1
             return
@@ -436,5 +525,5 @@ class _LoadSpreader:
         pieces = min(n, q)
         for i in range(pieces):
             a, b = n * i // pieces, n * (i + 1) // pieces
-            self.seq.append(self.mac(mask, col + a, b - a, gb + a, acc))
+            self.mac(mask, col + a, b - a, gb + a, acc)
             self.emit(q * (i + 1) // pieces - q * i // pieces)

@@ -132,8 +132,14 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     k = 1
     for i, ins in enumerate(seq):
         # the k-th REF goes before the first instruction that would issue at or after k x tREFI
-        # (counting the blocks already inserted), once the task has at least a tREFI left
-        if int(timing.issue[i]) + (k - 1) * block >= k * trefi and timing.duration - int(timing.issue[i]) > trefi:
+        # (counting the blocks already inserted), once the task has at least a tREFI left; not
+        # before an RDACC: the block's ACTs would open its bank just before a column read of it
+        # (ACT -> RD tRCD in the standard, which our table does not list for RDACC)
+        if (
+            int(timing.issue[i]) + (k - 1) * block >= k * trefi
+            and timing.duration - int(timing.issue[i]) > trefi
+            and ins.op != "RDACC"
+        ):
             if spread:
                 out.extend(pending_refresh(pending, list(pending)))  # the last round's stragglers first
                 out.extend(_bank_refresh_block(open_rows))
