@@ -66,15 +66,19 @@ class Lowering:
     # timed choices per (shape, channels, style) of an MV tiling: split MAC runs, vectors per group
     split_macs: dict[tuple, bool] = field(default_factory=dict)
     vector_groups: dict[tuple, int] = field(default_factory=dict)
+    double_buffers: dict[tuple, bool] = field(default_factory=dict)
 
     def tiling(self, shape: MVShape, channels: tuple[int, ...], style: str, kind: TilingKind = TilingKind.MV) -> Tiling:
         """The tiling lowering timed (and decode lays out): for MV tilings with the choices made
         when they were timed; a weight read (host GEMV) keeps the default vector groups."""
         key = (_signature(shape), len(channels), style)
         split = self.split_macs.get(key, True)
-        vg = self.vector_groups.get(key) if kind == TilingKind.MV else None
+        mv = kind == TilingKind.MV
+        vg = self.vector_groups.get(key) if mv else None
+        overlap = style == Style.OVERLAP
+        double = self.double_buffers.get(key, overlap) if mv else overlap
         return make_tiling(
-            self.hw, shape, channels, double_buffer=(style == Style.OVERLAP), split_macs=split, max_vg=vg
+            self.hw, shape, channels, double_buffer=double, interleave=overlap, split_macs=split, max_vg=vg
         )
 
 
@@ -181,30 +185,47 @@ class Lowerer:
                 # makes the slowest channel faster; fewer vectors per group are tried while they
                 # keep getting faster. The naive lowering (the vendor-library baseline) keeps the
                 # default grouping.
+                # The overlap style also times a single global buffer (chunks of the whole
+                # buffer, loaded between chunks, rows still ping-ponged): where buffer writes go
+                # over the data bus each load block pays both read/write turnarounds wherever it
+                # sits, so half as many blocks beat loads hidden under the MACs.
                 choice_key = (_signature(shape), len(channels), style)
                 best = None
-                tried = _vector_group_candidates(tiling.vg) if self.opt.style == Style.OVERLAP else [tiling.vg]
-                for vg in tried:
-                    base = (
+                overlap = style == Style.OVERLAP
+                for double in (True, False) if overlap and tiling.double_buffer else (tiling.double_buffer,):
+                    first = (
                         tiling
-                        if vg == tiling.vg
-                        else make_tiling(self.hw, shape, channels, double_buffer=tiling.double_buffer, max_vg=vg)
+                        if double == tiling.double_buffer
+                        else make_tiling(self.hw, shape, channels, double_buffer=double, interleave=overlap)
                     )
-                    if Layout(self.hw, base).rows_per_bank > self.hw.organization.rows:
-                        continue
-                    best_here = None
-                    for split in (True, False):
-                        lay = Layout(self.hw, replace(base, split_macs=split))
-                        tt = self._slowest(lay, kind, style, every)
-                        if best_here is None or tt.duration < best_here[2].duration:
-                            best_here = (vg, split, tt, lay)
-                        if not any(self._split(lay, style, ci) for ci in every):
-                            break  # no MAC run was split: the unsplit tiling emits the same commands
-                    if best is not None and best_here[2].duration >= best[2].duration:
-                        break
-                    best = best_here
-                vg, self.lowering.split_macs[choice_key], tt, layout = best
+                    best_db = None
+                    tried = _vector_group_candidates(first.vg) if self.opt.style == Style.OVERLAP else [first.vg]
+                    for vg in tried:
+                        base = (
+                            first
+                            if vg == first.vg
+                            else make_tiling(
+                                self.hw, shape, channels, double_buffer=double, interleave=first.interleave, max_vg=vg
+                            )
+                        )
+                        if Layout(self.hw, base).rows_per_bank > self.hw.organization.rows:
+                            continue
+                        best_here = None
+                        for split in (True, False):
+                            lay = Layout(self.hw, replace(base, split_macs=split))
+                            tt = self._slowest(lay, kind, style, every)
+                            if best_here is None or tt.duration < best_here[2].duration:
+                                best_here = (vg, split, tt, lay, double)
+                            if not any(self._split(lay, style, ci) for ci in every):
+                                break  # no MAC run was split: the unsplit tiling emits the same commands
+                        if best_db is not None and best_here[2].duration >= best_db[2].duration:
+                            break
+                        best_db = best_here
+                    if best_db is not None and (best is None or best_db[2].duration < best[2].duration):
+                        best = best_db
+                vg, self.lowering.split_macs[choice_key], tt, layout, double = best
                 self.lowering.vector_groups[choice_key] = vg
+                self.lowering.double_buffers[choice_key] = double
             else:
                 tt = self._slowest(layout, kind, style, every)
             self.lowering.timings[key] = tt
