@@ -5,7 +5,7 @@ The order is what makes it fast; the simulator's earliest-legal-cycle issue make
 - ping-pong: while the units read one DRAM row (segment) in one bank of each pair, the other
   bank is precharged and activated for the next segment. A MAC sweep holds the in-order command
   stream until its last burst, so the PRE and the ACT go *inside* the segment's MAC runs, each
-  after the burst at which the timing table first allows it (`_RowCommands`): the run is split
+  after the burst at which the timing table first allows it (`row_commands.RowCommands`): the run is split
   there (MAC count=k1; PRE; MAC ...; ACT; MAC rest). The other bank's row change is then hidden
   whenever the segment streams for at least tRTP + tRP + tRCDMAC;
 - double-buffered global buffer: the next chunk's WRGB bursts are spread over the MAC bursts
@@ -33,6 +33,7 @@ from .layout import Layout
 from .payload import Style
 from .refresh_points import with_refresh
 from .relocate import Relocations, task_table
+from .row_commands import RowCommands, readout_act_wait, row_change_waits
 from .symbols import Symbols, staging
 from .tiling import channel_signature
 
@@ -291,7 +292,7 @@ class MVEmitter:
         seq: list[Instruction] = []
         open_rows: dict[int, int] = {}  # bank set (bank index within the unit) -> open segment
         steps, access, next_seg = self._plan()
-        rows = _RowCommands(seq, self._mac)  # the other bank set's PRE/ACT, inside the MAC runs
+        rows = RowCommands(seq, self._mac)  # the other bank set's PRE/ACT, inside the MAC runs
         prefetch_seg = -1  # the segment whose row commands `rows` holds
         pre_wait, act_wait = row_change_waits(hw)
         settled_act_wait = readout_act_wait(hw)
@@ -399,86 +400,6 @@ class MVEmitter:
         return with_refresh(hw, seq)
 
 
-def row_change_waits(hw: Hardware) -> tuple[int, int]:
-    """(PRE, ACT): MAC bursts of a segment to issue before the other bank set's PRE (of the row
-    it has just finished) and before its ACT (of its next row), so that each goes out as soon as
-    the timing table allows and no MAC waits for it.
-
-    Let B0 be the segment's first burst, I = mac_interval, the other bank's last MAC at B0 - I
-    (the segments stream back to back), its ACT at least tRCDMAC + (its bursts) x I before that.
-    The PRE may issue at B0 + d_pre, d_pre = tRTP - I (MAC -> PRE, same bank; ACT -> PRE tRAS is
-    met once the bank has streamed one segment: tRAS <= tRCDMAC + I + d_pre is checked by the
-    simulator, not assumed: a PRE it holds back only delays the sweep behind it). Placed after
-    w bursts it issues at max(B0 + (w - 1) I + 1, B0 + d_pre) and delays no burst iff
-    d_pre <= w I - 1: w_pre = ceil((d_pre + 1) / I), at least 0. The ACT may issue tRP after the
-    PRE, at B0 + d_act, d_act = max((w_pre - 1) I + 1, d_pre) + tRP, so w_act = ceil((d_act + 1) / I).
-    On fpga-proto (I 4, tRTP 5, tRP 14): PRE after 1 burst at B0 + 1, ACT after 4 at B0 + 15."""
-    t, step = hw.timing, hw.mac_interval
-    d_pre = t.p("tRTP") - step
-    w_pre = max(0, -(-(d_pre + 1) // step))
-    pre_at = max((w_pre - 1) * step + 1, d_pre) if w_pre else d_pre
-    d_act = pre_at + t.p("tRP")
-    w_act = max(w_pre, -(-(d_act + 1) // step))
-    return w_pre, w_act
-
-
-def readout_act_wait(hw: Hardware) -> int:
-    """MAC bursts of a pass's first segment before the other bank set's ACT when its PRE goes
-    right after the previous pass's read-out (RDACC), before the segment's first MAC. The read-out
-    waited tMACL >= tRTP after the last MAC, so the PRE is legal at once (cycle R + 1 after the
-    last RDACC at R), and the first MAC follows the RDACC by at least g + 1 cycles, g + 1 the
-    longest RDACC -> MAC row of the table (tCCD_L on a bank group): the PRE is at least g cycles
-    before the first burst B0, its ACT legal at B0 + tRP - g, placed after
-    w = ceil((tRP - g + 1) / I) bursts. On fpga-proto: g = 3, w = 3 (ACT at B0 + 11)."""
-    t = hw.timing
-    g = max((t.latency_of(c) for c in t.constraints if c.prev == "RDACC" and c.next == "MAC"), default=1) - 1
-    return max(0, -(-(t.p("tRP") - g + 1) // hw.mac_interval))
-
-
-class _RowCommands:
-    """Row commands (PRE, ACT) waiting for a number of MAC bursts: MAC runs go through `mac`,
-    which splits a run where a command falls due inside it (same accumulator, consecutive
-    columns and buffer bursts), so the command goes out between two bursts instead of after the
-    whole sweep."""
-
-    def __init__(self, seq: list[Instruction], mac):
-        self.seq, self.make = seq, mac
-        self.pending: deque[tuple[int, Instruction]] = deque()  # (due after this many bursts, command)
-        self.bursts = 0  # bursts emitted since the counter started
-
-    def queue(self, after: int, ins: Instruction) -> None:
-        """`ins` after `after` more MAC bursts (commands stay in queue order)."""
-        if not self.pending:
-            self.bursts = 0
-        due = self.bursts + after
-        if self.pending:
-            due = max(due, self.pending[-1][0])
-        self.pending.append((due, ins))
-
-    def flush(self, keep: int = 0) -> list[Instruction]:
-        """Emit every pending command now, but the ACTs (and what follows them) of a bank in
-        the mask `keep`: those are returned, for the caller to place."""
-        out = [ins for _due, ins in self.pending]
-        self.pending.clear()
-        cut = next((i for i, ins in enumerate(out) if ins.op == "ACT" and ins.args[0] & keep), len(out))
-        self.seq.extend(out[:cut])
-        return out[cut:]
-
-    def mac(self, mask: int, col: int, n: int, gb: int, acc: int) -> None:
-        seq, done = self.seq, 0
-        while self.pending and self.pending[0][0] < self.bursts + n:
-            k = self.pending[0][0] - self.bursts  # bursts of this run before the command
-            if k > done:
-                seq.append(self.make(mask, col + done, k - done, gb + done, acc))
-                done = k
-            seq.append(self.pending.popleft()[1])
-        if done < n:
-            seq.append(self.make(mask, col + done, n - done, gb + done, acc))
-        self.bursts += n
-        while self.pending and self.pending[0][0] <= self.bursts:
-            seq.append(self.pending.popleft()[1])
-
-
 class _LoadSpreader:
     """Spreads the next chunk's global-buffer loads (pending WRGBs) over the current chunk's MACs.
 
@@ -489,7 +410,7 @@ class _LoadSpreader:
     consecutive columns and buffer bursts) with the loads in between."""
 
     def __init__(self, seq: list[Instruction], mac, may_split: bool):
-        """`mac(mask, col, count, gb, acc)` emits a MAC run (_RowCommands.mac)."""
+        """`mac(mask, col, count, gb, acc)` emits a MAC run (RowCommands.mac)."""
         self.seq, self.mac, self.may_split = seq, mac, may_split
         self.pending: deque[Instruction] = deque()
         self.loads = self.bursts = self.done = self.emitted = 0

@@ -1,5 +1,6 @@
-"""Row changes hidden behind the other bank of each PIM unit (issue 16): the overlap emitter puts
-the other bank set's PRE and ACT inside the current segment's MAC runs, each at the burst where
+"""Row changes hidden behind the other bank of each PIM unit (issue 16): the overlap emitter (and
+the weight reads of host GEMVs) puts the other bank set's PRE and ACT inside the current
+segment's MAC (read) runs, each at the burst where
 the timing table first allows it, so a MAC of the next row follows the last MAC of the current
 one at the MAC spacing. Before, a MAC sweep held the command stream until its last burst and
 the ACT went out after it: on gemv-64x128-fpga every row change cost 11 idle cycles (last MAC of
@@ -11,9 +12,11 @@ import pytest
 
 import ir
 from hwmodel import load_hardware
-from solver.emit_mv import MVEmitter, row_change_waits
+from solver.emit_mv import MVEmitter
+from solver.host_emit import emit_weight_read, read_pace
 from solver.layout import Layout
 from solver.mvshape import mv_shape
+from solver.row_commands import row_change_waits
 from solver.symbols import Symbols
 from solver.task_timing import time_task
 from solver.tiling import make_tiling
@@ -117,3 +120,27 @@ def test_naive_style_keeps_closed_page_order():
     for i, op in enumerate(ops):
         if op == "ACT":
             assert ops[i + 1] in ("MAC", "WRGB")
+
+
+@pytest.mark.parametrize("preset", ["fpga-proto", "hbm2-pim"])
+def test_weight_reads_go_at_the_channel_pace_across_row_changes(preset):
+    """A host GEMV's weight reads: bursts one at a time across bank groups (tCCD_S / tLINK apart,
+    not tCCD_L as one bank's sweep), and the other bank's row opened between them: every read
+    follows the one before at the channel's pace, row changes included."""
+    hw = load_hardware(preset, ["organization.channels=2"])
+    program = ir.gemv_program(
+        64 if preset == "fpga-proto" else 32, 4 * hw.organization.columns * hw.elements_per_burst
+    )
+    shape = mv_shape(program, program.ops[0].name)
+    lay = Layout(hw, make_tiling(hw, shape, (0, 1)))
+    one_by_one, pace = read_pace(hw)
+    t = hw.timing
+    assert one_by_one and pace == max(t.p("tCCD_S"), t.p("tLINK")) < t.p("tCCD_L")
+    seq = emit_weight_read(hw, lay, Symbols(), 0)
+    timing = time_task(hw, seq)
+    reads = [int(c) for ins, c in zip(seq, timing.issue) if ins.op == "RD"]
+    assert all(ins.args[2] == 1 for ins in seq if ins.op == "RD")
+    assert len(reads) > 2 * hw.organization.columns
+    assert {b - a for a, b in zip(reads, reads[1:])} == {pace}
+    rows = [ins for ins in seq if ins.op == "ACT"]
+    assert len(rows) >= 4  # row changes, all hidden
