@@ -128,9 +128,7 @@ def test_weight_reads_go_at_the_channel_pace_across_row_changes(preset):
     not tCCD_L as one bank's sweep), and the other bank's row opened between them: every read
     follows the one before at the channel's pace, row changes included."""
     hw = load_hardware(preset, ["organization.channels=2"])
-    program = ir.gemv_program(
-        64 if preset == "fpga-proto" else 32, 4 * hw.organization.columns * hw.elements_per_burst
-    )
+    program = ir.gemv_program(64 if preset == "fpga-proto" else 32, 4 * hw.organization.columns * hw.elements_per_burst)
     shape = mv_shape(program, program.ops[0].name)
     lay = Layout(hw, make_tiling(hw, shape, (0, 1)))
     one_by_one, pace = read_pace(hw)
