@@ -98,8 +98,6 @@ class RowCommands:
         if done < n:
             seq.append(piece(done, n))
         self.bursts += n
-        while self.pending and self.pending[0][0] <= self.bursts:
-            seq.append(self.pending.popleft()[1])
 
     def mac(self, mask: int, col: int, n: int, gb: int, acc: int) -> None:
         """A MAC sweep (`run` without a closure: the emitters' hot path)."""
@@ -113,5 +111,5 @@ class RowCommands:
         if done < n:
             seq.append(self.make(mask, col + done, n - done, gb + done, acc))
         self.bursts += n
-        while self.pending and self.pending[0][0] <= self.bursts:
-            seq.append(self.pending.popleft()[1])
+        # a command due right after this sweep waits for the next one (or a flush): a buffer load
+        # that follows this sweep goes out first, while the command may still be held back
