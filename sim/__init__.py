@@ -85,18 +85,23 @@ def simulate(
     functional: bool = True,
     record: bool = True,
     progress=None,
+    jobs: int = 1,
 ) -> SimResult:
     """Execute `streams` on `hw`. Functional runs need `program`; `state` / `inputs` default to
     ir.weights.generate_state / generate_inputs (seed 0). Raises SimulationError on any violation.
     A timing-only run without the command log (functional=False, record=False) is streamed: the
     kernel reads each channel a slice at a time, so its memory does not grow with the program,
     and the result keeps no per-instruction channel times (`channel_times` is empty); `progress`
-    (instructions read, instructions) is called now and then while it runs."""
+    (instructions read, instructions) is called now and then while it runs. jobs: threads that
+    run channel streams at once in the timing pass (sim/parallel.py; 1: one after another); the
+    result, and the error raised, are the same for every value."""
     if functional and program is None:
         raise SimulationError("stream", "a functional run needs the program (or pass functional=False)")
     nsym = len(streams.symbols) if functional or streams.symbols else None  # timing-only probes may omit symbols
     streamed = not functional and not record
-    timed = run_timing(hw, streams.channels, streams.host, program, record, nsym, streamed=streamed, progress=progress)
+    timed = run_timing(
+        hw, streams.channels, streams.host, program, record, nsym, streamed=streamed, progress=progress, jobs=jobs
+    )
     states = timed.channels
     C = len(states)
     nb = hw.organization.banks_per_channel
@@ -114,7 +119,8 @@ def simulate(
         row_misses=np.array([s["misses"] for s in states]).reshape(C, nb),
         refreshes=np.array([int(s["st"][_K.ST_REFS]) for s in states], dtype=np.int64),
         stalls=timed.stalls,
-        signals={int(timed.signal_ids[k]): int(v) for k, v in enumerate(timed.signal_time[: len(timed.signal_ids)])},
+        # by signal id: the dense indices follow the order the streams were read in
+        signals=dict(sorted(zip(timed.signal_ids.tolist(), timed.signal_time[: len(timed.signal_ids)].tolist()))),
         mac_interval=hw.mac_interval,
         total_pus=hw.total_pus,
         log=None,

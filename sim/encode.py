@@ -42,16 +42,29 @@ class SignalMap:
 
     def densify(self, table: np.ndarray) -> np.ndarray:
         """Rewrite the signal ids of `table`'s SIG/WAIT rows to dense indices (in place)."""
+        self.assign(table)
+        if self.short():
+            self.grow()
+        return table
+
+    def assign(self, table: np.ndarray) -> np.ndarray:
+        """`densify` without growing the array (see `short`, `grow`)."""
         sel = np.flatnonzero((table[:, C_OP] >> 1) == OP_SIG >> 1)  # SIG and WAIT rows, in one pass
         if len(sel):
             uniq, inverse = np.unique(table[sel, C_ROW], return_inverse=True)
             dense = np.array([self.index.setdefault(int(x), len(self.index)) for x in uniq], dtype=np.int64)
             table[sel, C_ROW] = dense[inverse]
-            if len(self.index) > len(self.time):
-                grown = np.full(2 * len(self.index), -1, dtype=np.int64)
-                grown[: len(self.time)] = self.time
-                self.time = grown
         return table
+
+    def short(self) -> bool:
+        """The array has fewer entries than there are indices."""
+        return len(self.index) > len(self.time)
+
+    def grow(self) -> None:
+        """A new array with room for twice the indices, holding the old one's times."""
+        grown = np.full(2 * len(self.index), -1, dtype=np.int64)
+        grown[: len(self.time)] = self.time
+        self.time = grown
 
     @property
     def ids(self) -> np.ndarray:

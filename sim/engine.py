@@ -287,12 +287,14 @@ def run_timing(
     n_symbols: int | None = None,
     streamed: bool = False,
     progress=None,
+    jobs: int = 1,
 ) -> Timed:
     """n_symbols: check src/dst symbol indices against it (None: not checked). streamed: feed the
     channel streams to the kernel a SLICE at a time (no command log, and the per-instruction
     times of `Timed.channels` hold only the last slice's). progress (streamed runs): called as
     progress(channel instructions read, channel instructions) as slices are read, at most every
-    PROGRESS_EVERY seconds."""
+    PROGRESS_EVERY seconds. jobs: threads running channel kernels at once (sim/parallel.py;
+    1: one after another, here); the result and any error are the same whatever it is."""
     if len(channels) > hw.organization.channels:
         raise SimulationError(
             "range", f"{len(channels)} channel streams, but {hw.name} has {hw.organization.channels} channels"
@@ -303,23 +305,65 @@ def run_timing(
         raise ValueError("a streamed run keeps no command log (record=False)")
     tab = compile_tables(hw)
     t0 = time.perf_counter()
-    signals = SignalMap()
-    host_table = signals.densify(encode_stream(hw, host))
-    refuse_sync_stamps(host_table, host, "host", 0)
-    feeds = [_Feed(hw, s, signals, SLICE if streamed else len(s), n_symbols, c) for c, s in enumerate(channels)]
+    run = _Run(hw, tab, channels, host, program, record, n_symbols, streamed)
     t1 = time.perf_counter()
-    # the command log: one array, channel after channel, each channel's rows in issue order
-    ends = np.cumsum([0] + [f.commands() for f in feeds]) if record else None
-    log = np.empty(int(ends[-1]), dtype=LOG_DTYPE) if record else None
-    idle = K.new_state(tab, 0, None)  # shared, read-only: channels without instructions never run
-    states = [
-        K.new_state(tab, len(f.table), None if log is None else log[ends[c] : ends[c + 1]]) if len(f.table) else idle
-        for c, f in enumerate(feeds)
-    ]
-    hr = HostRunner(hw, program, host, host_table)
-    # streams 0..C-1 channels, C host
-    C = len(channels)
+    run.allocate()
     t2 = time.perf_counter()
+    if jobs > 1:
+        from .parallel import Fallback, run_parallel
+
+        try:
+            blocked, in_kernel = run_parallel(run, jobs, progress)
+        except Fallback:
+            # an error or a deadlock: the serial run from the start says which one is first
+            run = _Run(hw, tab, channels, host, program, record, n_symbols, streamed)
+            run.allocate()
+            blocked, in_kernel = run_serial(run, progress)
+    else:
+        blocked, in_kernel = run_serial(run, progress)
+    if blocked:
+        raise _deadlock(channels, host, run.states, run.hr, blocked, run.signals.ids)
+    return _finish(run, (t0, t1, t2), in_kernel)
+
+
+class _Run:
+    """Everything one timing run works on: the encoded streams (feeds), each channel's kernel
+    state, the host runner, the signals and the command log."""
+
+    def __init__(self, hw, tab, channels, host, program, record, n_symbols, streamed):
+        self.hw, self.tab, self.channels, self.host, self.program = hw, tab, channels, host, program
+        self.record = record
+        self.signals = SignalMap()
+        self.host_table = self.signals.densify(encode_stream(hw, host))
+        refuse_sync_stamps(self.host_table, host, "host", 0)
+        self.feeds = [
+            _Feed(hw, s, self.signals, SLICE if streamed else len(s), n_symbols, c) for c, s in enumerate(channels)
+        ]
+
+    def allocate(self) -> None:
+        tab, feeds, record = self.tab, self.feeds, self.record
+        # the command log: one array, channel after channel, each channel's rows in issue order
+        self.ends = ends = np.cumsum([0] + [f.commands() for f in feeds]) if record else None
+        self.log = log = np.empty(int(ends[-1]), dtype=LOG_DTYPE) if record else None
+        idle = K.new_state(tab, 0, None)  # shared, read-only: channels without instructions never run
+        self.states = [
+            K.new_state(tab, len(f.table), None if log is None else log[ends[c] : ends[c + 1]])
+            if len(f.table)
+            else idle
+            for c, f in enumerate(feeds)
+        ]
+        self.hr = HostRunner(self.hw, self.program, self.host, self.host_table)
+
+    def channel_error(self, s: int) -> SimulationError:
+        return _channel_error(self.hw, self.tab, s, self.channels[s], self.states[s], self.signals.ids)
+
+
+def run_serial(run: _Run, progress=None) -> tuple[dict[int, int], float]:
+    """Run every stream as far as it goes, one at a time (streams 0..C-1 channels, C host), the
+    last one made runnable first; ({blocked stream: signal index} at the end, seconds in the
+    kernel). The first error met in this order is the one raised: the reference for sim/parallel."""
+    channels, feeds, states, hr, signals, tab = run.channels, run.feeds, run.states, run.hr, run.signals, run.tab
+    C = len(channels)
     pending = [c for c in range(C) if len(channels[c])] + [C]
     blocked: dict[int, int] = {}
     total, told = sum(len(ch) for ch in channels), time.monotonic()
@@ -334,7 +378,7 @@ def run_timing(
             status = K.call(tab, feeds[s].prog, states[s], signals.time)
             in_kernel += time.perf_counter() - tk
             if status == K.ERROR:
-                raise _channel_error(hw, tab, s, channels[s], states[s], signals.ids)
+                raise run.channel_error(s)
             if status == K.BLOCKED:
                 blocked[s] = int(states[s]["st"][K.ST_BLOCK])
             elif feeds[s].advance(states[s]):
@@ -347,9 +391,12 @@ def run_timing(
             if sig[sid] >= 0:
                 del blocked[b]
                 pending.append(b)
-    if blocked:
-        raise _deadlock(channels, host, states, hr, blocked, signals.ids)
-    sig = signals.time
+    return blocked, in_kernel
+
+
+def _finish(run: _Run, t: tuple[float, float, float], in_kernel: float) -> Timed:
+    hw, tab, channels, states, hr, log, ends = run.hw, run.tab, run.channels, run.states, run.hr, run.log, run.ends
+    sig = run.signals.time
     makespan = max([int(s["st"][K.ST_MAXDONE]) for s in states] + [hr.max_end] + [int(sig.max()) if len(sig) else 0])
     for ch, s in enumerate(states):
         _check_end(hw, ch, channels[ch], s, makespan)
@@ -367,9 +414,12 @@ def run_timing(
                 log[ends[c] : ends[c] + m] = s["log"][:m]
             log["channel"][ends[c] : ends[c] + m] = c
     # issue: the run over all streams, of which kernel: the channel kernel alone (the rest of a
-    # streamed run is reading the next slices, and the host)
+    # streamed run is reading the next slices, and the host); with jobs > 1 kernel is the sum
+    # over the threads, and may exceed issue
+    t0, t1, t2 = t
     phases = {"encode": t1 - t0, "allocate": t2 - t1, "issue": time.perf_counter() - t2, "kernel": in_kernel}
-    return Timed(tab, states, hr, signals.ids, sig[: len(signals.index)], makespan, stalls, phases, log)
+    ids = run.signals.ids
+    return Timed(tab, states, hr, ids, sig[: len(ids)], makespan, stalls, phases, log)
 
 
 def _deadlock(channels, host, states, hr, blocked, signal_ids) -> SimulationError:

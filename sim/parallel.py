@@ -1,0 +1,194 @@
+"""Channel streams run on several threads at once: the timing pass of sim/engine.py with jobs > 1.
+
+Channels share no timing state; they meet only through signals (SIG/WAIT, with each other and
+with the host stream). The compiled kernel releases the GIL (hwmodel/jit.py: nogil), so up to
+`jobs` channel kernels run at the same time, each on its own channel's arrays, all on the one
+signal array, while this module's scheduler (the calling thread) runs the host stream and makes
+a channel runnable again when the signal its WAIT is parked on is set.
+
+Same results as the serial run, whatever the order the threads run in:
+
+* A channel's timing depends only on its own stream and on the times of the signals its WAITs
+  read; a signal is written once (a second write is an error), so every WAIT that releases reads
+  the same time in every order. A WAIT that finds its signal unset parks the stream and is
+  retried later; where a stream parks changes nothing it measures (the kernel's statistics add
+  up across a return, as they do across the slices of a streamed run). So a run without an
+  error ends in the same state in every order, and sim/engine's results come from that state in
+  channel order.
+* Which error is first is the serial run's: the first one met when the streams run one at a
+  time in sim/engine.run_serial's order. A parallel run does not reproduce that order; when it
+  meets any error (a kernel violation, a refused slice, a host error, a signal set twice, a
+  deadlock) it stops and raises `Fallback`, and sim/engine runs the whole program again
+  serially from the start, which raises the serial run's error (an erroneous program costs up
+  to one more run; a correct one never falls back).
+
+Signal indices are handed out in order of first sight (sim.encode.SignalMap); a streamed run
+meets new signals as it reads slices, in an order that depends on the threads, and the signal
+array grows. `SimResult.signals` is keyed by signal id (in id order), so the indices do not
+show; the array is grown only while no kernel and no host run reads it (`_Gate`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from . import channel as K
+
+__all__ = ["Fallback", "run_parallel", "default_jobs"]
+
+
+class Fallback(Exception):
+    """The parallel run met an error: run serially to report the serial run's first one."""
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (Linux: its affinity mask)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class _Gate:
+    """Kernels and the host read and write the signal array in place; growing it (a new array)
+    waits until none of them runs, and none starts while it grows."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._running = 0
+        self._growing = False
+
+    def enter(self) -> None:
+        with self._cv:
+            while self._growing:
+                self._cv.wait()
+            self._running += 1
+
+    def leave(self) -> None:
+        with self._cv:
+            self._running -= 1
+            if self._running == 0:
+                self._cv.notify_all()
+
+    def grow(self, fn) -> None:
+        """Run fn() with no kernel running (the caller is not running one)."""
+        with self._cv:
+            while self._growing:
+                self._cv.wait()
+            self._growing = True
+            while self._running:
+                self._cv.wait()
+        try:
+            fn()
+        finally:
+            with self._cv:
+                self._growing = False
+                self._cv.notify_all()
+
+
+class _GatedSignals:
+    """The run's SignalMap as the feeds see it while threads run: densified by one thread at a
+    time, its array replaced only under the gate."""
+
+    def __init__(self, signals, gate: _Gate):
+        self._signals, self._gate, self._lock = signals, gate, threading.Lock()
+        signals.densify = self.densify  # (an instance attribute: the feeds call it as they read slices)
+
+    def densify(self, table):
+        with self._lock:
+            self._signals.assign(table)
+            if self._signals.short():
+                self._gate.grow(self._signals.grow)
+        return table
+
+    def restore(self) -> None:
+        del self._signals.densify
+
+
+def run_parallel(run, jobs: int, progress=None) -> tuple[dict[int, int], float]:
+    """sim/engine.run_serial on `jobs` threads: ({}, seconds in the kernel, summed over the
+    threads) for a run in which every stream ends; raises Fallback on any error or deadlock
+    (sim/engine then runs serially)."""
+    from . import engine
+
+    channels, feeds, states, hr, signals, tab = run.channels, run.feeds, run.states, run.hr, run.signals, run.tab
+    C = len(channels)
+    gate = _Gate()
+    gated = _GatedSignals(signals, gate)
+    total, told = sum(len(ch) for ch in channels), time.monotonic()
+    in_kernel = [0.0] * C
+
+    def step(s: int) -> tuple[int, bool]:
+        """One kernel call of channel s, and its next slice when a slice ends: (status, more)."""
+        gate.enter()
+        try:
+            tk = time.perf_counter()
+            status = K.call(tab, feeds[s].prog, states[s], signals.time)
+            in_kernel[s] += time.perf_counter() - tk
+        finally:
+            gate.leave()
+        more = status == K.DONE and feeds[s].advance(states[s])
+        return status, more
+
+    def host_runs() -> bool:
+        """Run the host stream as far as it goes; True if it ended."""
+        gate.enter()
+        try:
+            return hr.run(signals.time)
+        finally:
+            gate.leave()
+
+    blocked: dict[int, int] = {}
+    ready = [C] + [c for c in range(C) if len(channels[c])]
+    running: dict = {}  # future -> channel
+    failed = False
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="pimsat-sim")
+    try:
+        while True:
+            # wake the streams whose signal is set; the host runs here, in this thread
+            while not failed:
+                sig = signals.time
+                woke = [b for b, sid in blocked.items() if sig[sid] >= 0]
+                for b in woke:
+                    del blocked[b]
+                ready.extend(woke)
+                if C not in ready:
+                    break
+                ready.remove(C)
+                try:
+                    if not host_runs():
+                        blocked[C] = hr.block
+                except Exception:
+                    failed = True
+            while ready and not failed:
+                s = ready.pop()
+                running[pool.submit(step, s)] = s
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                s = running.pop(f)
+                try:
+                    status, more = f.result()
+                except Exception:  # a slice refused as it was read
+                    failed = True
+                    continue
+                if status == K.ERROR:
+                    failed = True
+                elif status == K.BLOCKED:
+                    blocked[s] = int(states[s]["st"][K.ST_BLOCK])
+                elif more:
+                    ready.append(s)
+                    if progress is not None and time.monotonic() - told >= engine.PROGRESS_EVERY:
+                        progress(sum(fd.base for fd in feeds), total)
+                        told = time.monotonic()
+        if failed or blocked:
+            raise Fallback()
+    finally:
+        pool.shutdown(wait=True)
+        gated.restore()
+    return blocked, sum(in_kernel)
