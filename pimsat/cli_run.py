@@ -19,7 +19,17 @@ from . import signals
 from .cli_base import DEFAULT_INSTANCE, UserError, console, guard, main
 from .cli_base import cell as _cell
 from .instance import instance_files, load_instance
-from .options import DEFAULT_WORK_BUDGET, DETERMINISTIC_TIME, SEED, TIME_LIMIT, WORKERS, nonempty
+from .options import (
+    DEFAULT_WORK_BUDGET,
+    DETERMINISTIC_TIME,
+    SEED,
+    SIM_JOBS,
+    SIM_JOBS_HELP,
+    TIME_LIMIT,
+    WORKERS,
+    nonempty,
+    sim_jobs_of,
+)
 
 METHODS = tuple(m.value for m in Method)
 TIERS = ("fpga", "llm", "micro", "small")  # instances/<tier>/ (instances/generate.py)
@@ -84,6 +94,7 @@ def _solve_options(
     deterministic_time=None,
     record=False,
     live: LiveProgress | None = None,
+    sim_jobs: int = 1,
 ):
     """record: keep the simulator's command log (only trace.json needs it; without it a
     timing-only simulation is streamed and its memory does not grow with the program).
@@ -101,6 +112,7 @@ def _solve_options(
         record=record,
         progress=live.update if live else None,
         sim_progress=live.simulating if live else None,
+        sim_jobs=sim_jobs_of(sim_jobs),
     )
 
 
@@ -128,6 +140,7 @@ def _solver_flags(fn):
         help="Channel groups (identical channels scheduled in lockstep).",
     )(fn)
     fn = click.option("--timing-only", is_flag=True, help="Simulate timing only (no values).")(fn)
+    fn = click.option("--sim-jobs", type=SIM_JOBS, default=1, show_default=True, help=SIM_JOBS_HELP)(fn)
     fn = click.option(
         "--deterministic-time",
         type=DETERMINISTIC_TIME,
@@ -175,6 +188,7 @@ def solve(
     seed,
     groups,
     timing_only,
+    sim_jobs,
     deterministic_time,
 ) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
@@ -205,6 +219,7 @@ def solve(
                 deterministic_time,
                 record=out is not None,
                 live=live,
+                sim_jobs=sim_jobs,
             ),
             sets,
             preset,
@@ -268,6 +283,7 @@ def compare(
     seed,
     groups,
     timing_only,
+    sim_jobs,
     deterministic_time,
 ) -> None:
     """Compare methods on instances: one table (and CSV/JSON)."""
@@ -288,7 +304,17 @@ def compare(
             with _live(f"{inst.name} {m}") as live:
                 r = run(
                     inst,
-                    _solve_options(m, time_limit, workers, seed, groups, timing_only, deterministic_time, live=live),
+                    _solve_options(
+                        m,
+                        time_limit,
+                        workers,
+                        seed,
+                        groups,
+                        timing_only,
+                        deterministic_time,
+                        live=live,
+                        sim_jobs=sim_jobs,
+                    ),
                     sets,
                     preset,
                 )

@@ -10,7 +10,7 @@ import click
 
 from .cli_base import CompilerError, UserError, guard, main
 from .cli_base import cell as _cell
-from .options import nonempty
+from .options import SIM_JOBS, SIM_JOBS_HELP, nonempty, sim_jobs_of
 
 
 @main.command()
@@ -22,8 +22,9 @@ from .options import nonempty
 @click.option("--vcd", type=click.Path(), default=None, callback=nonempty, help="VCD waveform.")
 @click.option("--log", "log_path", type=click.Path(), default=None, callback=nonempty, help="Command log CSV.")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--jobs", type=SIM_JOBS, default=1, show_default=True, help=SIM_JOBS_HELP)
 @guard
-def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_json) -> None:
+def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_json, jobs) -> None:
     """Simulate the instruction streams in STREAMS_DIR (written by `pimsat solve --out`)."""
     import sim
     from hwmodel.streams_io import read_streams
@@ -44,7 +45,14 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         # without a log, trace or VCD to write, a timing-only run is streamed (memory: a window per channel)
         record = bool(functional or log_path or trace or vcd)
         res = sim.simulate(
-            hw, streams, program=program, state=state, inputs=inputs, functional=functional, record=record
+            hw,
+            streams,
+            program=program,
+            state=state,
+            inputs=inputs,
+            functional=functional,
+            record=record,
+            jobs=sim_jobs_of(jobs),
         )
     except sim.SimulationError as e:
         # an emitted program the simulator refuses is a compiler bug; one changed since is not

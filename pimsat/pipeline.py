@@ -53,6 +53,7 @@ class SolveOptions:
     record: bool = True  # keep the simulator's command log (trace.json); timing-only runs without it are streamed
     progress: Callable[[float, int | None, int | None], None] | None = None
     sim_progress: Callable[[int, int], None] | None = None  # (instructions simulated, instructions), now and then
+    sim_jobs: int = 1  # threads simulating channel streams at once (sim.simulate's jobs; same result)
 
 
 @dataclass
@@ -279,6 +280,7 @@ def simulate_program(
     record: bool,
     values: Callable[[ir.Program], tuple[dict, dict]],
     progress=None,
+    jobs: int = 1,
 ):
     """Stage 4: run the streams in the simulator; (result, inputs, state) (inputs and state None
     when timing-only). ``values(program)`` gives a functional run's (inputs, state): the
@@ -297,6 +299,7 @@ def simulate_program(
         functional=functional,
         record=record,
         progress=progress,
+        jobs=jobs,
     )
     return result, inputs, state
 
@@ -361,6 +364,7 @@ def run(
         record=opts.record,
         values=instance.values,
         progress=opts.sim_progress,
+        jobs=opts.sim_jobs,
     )
     clock["simulate"] = time.perf_counter() - t3
     verdict = verify_program(hw, program, selected.compiled, result, inputs, state)

@@ -36,21 +36,11 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from . import channel as K
 
-__all__ = ["Fallback", "run_parallel", "default_jobs"]
+__all__ = ["Fallback", "run_parallel"]
 
 
 class Fallback(Exception):
     """The parallel run met an error: run serially to report the serial run's first one."""
-
-
-def default_jobs() -> int:
-    """The cores this process may run on (Linux: its affinity mask)."""
-    import os
-
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class _Gate:
