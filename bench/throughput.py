@@ -3,10 +3,18 @@ and stream format, side by side in one run (issue 20).
 
     .venv/bin/python bench/throughput.py [--commands 2750000] [--repeat 3] [--only random,pim]
         [--instance instances/llm/llama-2-7b-1l-b1-c128-hbm2-64ch.yaml] [--json OUT] [--baseline DIR]
+        [--jobs 1,2] [--streams NAME=DIR]
 
 --baseline DIR: also run every workload with the code of DIR (another checkout, e.g.
 `git archive COMMIT | tar -x -C DIR`, first on PYTHONPATH), alternating with this checkout's
 runs, and report both side by side (rows "… @base"); same interpreter and packages.
+
+--jobs 1,2: run every workload of more than one channel with `pimsat simulate --jobs N` for each
+N (rows "… -jN"; sim/parallel.py), alternating. Each round also times a compute loop on 1 and on 2
+threads ("cores free": its speed-up, 2.0 on two idle cores): a shared machine gives parallel runs
+less than its core count, and the figure says how much the runs had.
+--streams NAME=DIR: also simulate the stream folder DIR (e.g. a `pimsat solve --out` of a larger
+instance), as workload NAME.
 
 Workloads (written once into a temporary folder, then simulated `--repeat` times, runs
 alternating between workloads; the median wall is reported):
@@ -65,6 +73,40 @@ def _run_measured(args: list[str], env: dict | None = None) -> tuple[float, int,
 _OUT = _ERR = ""
 
 
+def _cores_free() -> float:
+    """Speed-up of a compute loop (compiled, GIL released) on 2 threads over 1: the cores the
+    machine gave this process just now (2.0: two idle cores)."""
+    import threading
+
+    import numba
+
+    @numba.njit(nogil=True, cache=False)
+    def spin(n):
+        a = b = c = 1
+        for i in range(n):
+            a = (a ^ i) + 3
+            b = (b + a) ^ 5
+            c = (c * 3) ^ b
+        return a + b + c
+
+    spin(10)
+    n = 60_000_000
+    t = time.perf_counter()
+    spin(n)
+    one = time.perf_counter() - t
+    th = [threading.Thread(target=spin, args=(n,)) for _ in range(2)]
+    t = time.perf_counter()
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    return 2 * one / (time.perf_counter() - t)
+
+
+def _channels(d: Path) -> int:
+    return int(json.loads((d / "manifest.json").read_text())["channels"])
+
+
 def _workloads(tmp: Path, commands: int, only: set[str] | None, instance: str) -> dict[str, Path]:
     from dram_traffic import traffic_streams
     from sim_bench import make_streams
@@ -89,7 +131,8 @@ def _workloads(tmp: Path, commands: int, only: set[str] | None, instance: str) -
         if want(name):
             made[name] = write_streams(traffic_streams(hw, channels=1, seed=0, **kw), tmp / name)
     if want("pim"):
-        made["pim"] = write_streams(make_streams(hw, 64, 40, 12), tmp / "pim")
+        # (blocks of 11 rows: one REF per block keeps up with tREFI since ACTs hold the row bus)
+        made["pim"] = write_streams(make_streams(hw, 64, 44, 11), tmp / "pim")
     if want("layer"):
         out = tmp / "layer"
         subprocess.run(
@@ -117,17 +160,31 @@ def main() -> None:
     ap.add_argument("--instance", default="instances/llm/llama-2-7b-1l-b1-c128-hbm2-64ch.yaml")
     ap.add_argument("--json", dest="json_out", default=None)
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout to run side by side")
+    ap.add_argument("--jobs", default="1", help="comma-separated `pimsat simulate --jobs` values (multi-channel)")
+    ap.add_argument("--streams", action="append", default=[], help="NAME=DIR: also this stream folder")
     a = ap.parse_args()
+    jobs = [int(j) for j in a.jobs.split(",")]
     only = set(a.only.split(",")) if a.only else None
     with tempfile.TemporaryDirectory(prefix="pimsat-throughput-") as t:
         tmp = Path(t)
         _OUT, _ERR = str(tmp / "out.json"), str(tmp / "err.txt")
         dirs = _workloads(tmp, a.commands, only, a.instance)
+        for spec in a.streams:
+            name, d = spec.split("=", 1)
+            dirs[name] = Path(d).resolve()
         exe = [str(Path(sys.executable).parent / "pimsat")]
         args = {n: [*exe, "simulate", str(d), "--hw", "hbm2-pim", "--timing-only", "--json"] for n, d in dirs.items()}
-        for name in ("layer", "layer (.s)"):
+        for name in ["layer", "layer (.s)"] + [x.split("=", 1)[0] for x in a.streams]:
             if name in args:
                 args[name] = [*exe, "simulate", str(dirs[name]), "--timing-only", "--json"]
+        for name in list(args):  # each job count, side by side (one channel: nothing to share)
+            if _channels(dirs[name]) > 1:
+                for j in jobs:
+                    if j != 1:
+                        args[f"{name} -j{j}"] = [*args[name], "--jobs", str(j)]
+            if 1 not in jobs and _channels(dirs[name]) > 1:
+                del args[name]
+        args = dict(sorted(args.items(), key=lambda kv: list(dirs).index(kv[0].split(" -j")[0])))
         envs: dict[str, dict | None] = dict.fromkeys(args)
         if a.baseline is not None:  # the same command with the baseline's code first on the path
             base_env = {**os.environ, "PYTHONPATH": str(a.baseline.resolve())}
@@ -140,7 +197,10 @@ def main() -> None:
             if name.split(" @")[0] in (first, f"{first} (.s)"):
                 _run_measured(args[name], envs[name])
         runs: dict[str, list[tuple[float, int, dict]]] = {n: [] for n in args}
+        cores: list[float] = []
         for _ in range(a.repeat):
+            if len(jobs) > 1:
+                cores.append(_cores_free())
             for name, cmd in args.items():
                 runs[name].append(_run_measured(cmd, envs.get(name)))
     for name, rs in runs.items():
@@ -149,6 +209,13 @@ def main() -> None:
             for k in ("cycles", "dram_commands", "command_counts", "stall_cycles", "row_hits"):
                 if mine_out.get(k) != base_out.get(k):
                     print(f"{name}: {k} differs from this checkout's: {base_out.get(k)} != {mine_out.get(k)}")
+    for name, rs in runs.items():
+        if " -j" in name:  # a parallel run measures what the serial one measures
+            serial = runs[name.split(" -j")[0]][0][2] if name.split(" -j")[0] in runs else None
+            if serial is not None:
+                for k in ("cycles", "dram_commands", "command_counts", "stall_cycles", "row_hits", "row_misses"):
+                    if rs[0][2].get(k) != serial.get(k):
+                        raise SystemExit(f"{name}: {k} differs from the serial run's")
     rows = []
     for name, rs in runs.items():
         wall = statistics.median(r[0] for r in rs)
@@ -172,6 +239,8 @@ def main() -> None:
             f"{r['commands_per_s']:>11,} {r['simulate_phase_s']:>7.2f} {r['peak_mb']:>8,}"
         )
     print(f"(median of {a.repeat} runs each, alternating; wall = the whole `pimsat simulate` process)")
+    if cores:
+        print(f"cores free (compute loop, 2 threads over 1): {', '.join(f'{c:.2f}' for c in cores)}")
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -22,6 +22,10 @@ Same results as the serial run, whatever the order the threads run in:
   serially from the start, which raises the serial run's error (an erroneous program costs up
   to one more run; a correct one never falls back).
 
+Slices are read on the threads; streams a decoder builds as they are read (hwmodel.streams.
+LazyStream: its parts share caches between channels) are read by one thread at a time, streams
+read from files (RecordStream) by any number.
+
 Signal indices are handed out in order of first sight (sim.encode.SignalMap); a streamed run
 meets new signals as it reads slices, in an order that depends on the threads, and the signal
 array grows. `SimResult.signals` is keyed by signal id (in id order), so the indices do not
@@ -33,6 +37,8 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from hwmodel.record_stream import RecordStream
 
 from . import channel as K
 
@@ -109,6 +115,7 @@ def run_parallel(run, jobs: int, progress=None) -> tuple[dict[int, int], float]:
     C = len(channels)
     gate = _Gate()
     gated = _GatedSignals(signals, gate)
+    produce = threading.Lock()
     total, told = sum(len(ch) for ch in channels), time.monotonic()
     in_kernel = [0.0] * C
 
@@ -121,8 +128,12 @@ def run_parallel(run, jobs: int, progress=None) -> tuple[dict[int, int], float]:
             in_kernel[s] += time.perf_counter() - tk
         finally:
             gate.leave()
-        more = status == K.DONE and feeds[s].advance(states[s])
-        return status, more
+        if status != K.DONE:
+            return status, False
+        if isinstance(feeds[s].stream, RecordStream):  # records read from a file: nothing shared
+            return status, feeds[s].advance(states[s])
+        with produce:  # a decoder's streams share caches between channels: one producer at a time
+            return status, feeds[s].advance(states[s])
 
     def host_runs() -> bool:
         """Run the host stream as far as it goes; True if it ended."""
