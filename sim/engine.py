@@ -313,7 +313,7 @@ def run_timing(
         from .parallel import Fallback, run_parallel
 
         try:
-            blocked, in_kernel = run_parallel(run, jobs, progress)
+            blocked, in_kernel = run_parallel(run, jobs, progress, PROGRESS_EVERY)
         except Fallback:
             # an error or a deadlock: the serial run from the start says which one is first
             run = _Run(hw, tab, channels, host, program, record, n_symbols, streamed)

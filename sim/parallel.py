@@ -105,11 +105,10 @@ class _GatedSignals:
         del self._signals.densify
 
 
-def run_parallel(run, jobs: int, progress=None) -> tuple[dict[int, int], float]:
+def run_parallel(run, jobs: int, progress=None, every: float = 0.5) -> tuple[dict[int, int], float]:
     """sim/engine.run_serial on `jobs` threads: ({}, seconds in the kernel, summed over the
     threads) for a run in which every stream ends; raises Fallback on any error or deadlock
-    (sim/engine then runs serially)."""
-    from . import engine
+    (sim/engine then runs serially). progress: called as in run_serial, at most every `every` s."""
 
     channels, feeds, states, hr, signals, tab = run.channels, run.feeds, run.states, run.hr, run.signals, run.tab
     C = len(channels)
@@ -184,7 +183,7 @@ def run_parallel(run, jobs: int, progress=None) -> tuple[dict[int, int], float]:
                     blocked[s] = int(states[s]["st"][K.ST_BLOCK])
                 elif more:
                     ready.append(s)
-                    if progress is not None and time.monotonic() - told >= engine.PROGRESS_EVERY:
+                    if progress is not None and time.monotonic() - told >= every:
                         progress(sum(fd.base for fd in feeds), total)
                         told = time.monotonic()
         if failed or blocked:

@@ -254,3 +254,13 @@ def test_an_error_falls_back_to_the_serial_run(monkeypatch):
     hw, prog, ss = _compiled("fpga/gemv-64x128-fpga", False)
     sim.simulate(hw, ss, prog, functional=False, jobs=2)
     assert calls == [1]  # a correct program never falls back
+
+
+def test_parallel_streamed_runs_report_progress(monkeypatch):
+    hw, prog, ss = _compiled("micro/gemv-4096-hbm2-64ch", True)
+    monkeypatch.setattr(sim.engine, "SLICE", 50)
+    monkeypatch.setattr(sim.engine, "PROGRESS_EVERY", 0.0)
+    seen = []
+    sim.simulate(hw, ss, prog, functional=False, record=False, jobs=2, progress=lambda a, b: seen.append((a, b)))
+    total = sum(len(s) for s in ss.channels)
+    assert seen and all(0 < a <= b == total for a, b in seen)
