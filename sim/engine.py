@@ -309,7 +309,7 @@ def run_timing(
     t1 = time.perf_counter()
     run.allocate()
     t2 = time.perf_counter()
-    if jobs > 1:
+    if jobs > 1 and sum(1 for ch in channels if len(ch)) > 1:  # (one channel: nothing to share)
         from .parallel import Fallback, run_parallel
 
         try:

@@ -239,6 +239,8 @@ def test_one_job_is_the_serial_path(monkeypatch):
 
 def test_an_error_falls_back_to_the_serial_run(monkeypatch):
     """A parallel run that meets an error runs the program again serially (which raises)."""
+    hw, prog, ss = _error_cases()["timing-one"]
+    good = _compiled("fpga/gemv-64x128-fpga", False)
     calls = []
     real = sim.engine.run_serial
 
@@ -247,11 +249,10 @@ def test_an_error_falls_back_to_the_serial_run(monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(sim.engine, "run_serial", counting)
-    hw, prog, ss = _error_cases()["timing-one"]
     with pytest.raises(sim.SimulationError, match="timing"):
         sim.simulate(hw, ss, prog, functional=False, jobs=2)
     assert calls == [1]
-    hw, prog, ss = _compiled("fpga/gemv-64x128-fpga", False)
+    hw, prog, ss = good
     sim.simulate(hw, ss, prog, functional=False, jobs=2)
     assert calls == [1]  # a correct program never falls back
 
