@@ -117,7 +117,7 @@ def separate(state: dict) -> None:
     written at every command) into one block of its own, each array on cache lines no other
     array of any channel shares. Allocated one after another, two channels' arrays may share a
     cache line, and two cores writing it would take turns at the line (false sharing). A
-    precaution: on the shared 2-core machine its effect was within the noise."""
+    precaution: on the 64-channel layer of bench/throughput.py the two gave the same walls."""
     small = [
         k
         for k, a in state.items()
