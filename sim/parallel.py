@@ -221,6 +221,6 @@ def run_parallel(run, jobs: int, progress=None, every: float = 0.5) -> tuple[dic
         if failed or blocked:
             raise Fallback()
     finally:
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=True, cancel_futures=True)  # (an interrupt: the running kernels end, no new one starts)
         gated.restore()
     return blocked, sum(in_kernel)
