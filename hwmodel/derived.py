@@ -37,6 +37,11 @@ def figures(hw: Hardware) -> list[Figure]:
         Figure("peak PIM MAC rate", macs_per_cycle * ghz * 2, "GFLOP/s"),
         Figure("host matrix rate", host.matrix_macs_per_cycle * ghz * 2, "GFLOP/s"),
         Figure("refresh overhead", t.p("tRFC") / t.p("tREFI") * 100, "%"),
+        *(
+            [Figure("per-bank refresh: each bank busy", t.p("tRFCSB") / t.p("tREFI") * 100, "%")]
+            if t.refresh_mode == "per_bank"
+            else []
+        ),
     ]
 
 
