@@ -74,16 +74,19 @@ def mac_link_cumulative(
 
 
 def _energy(m, rows: list[Row], macs, windows, t, mac_size: int, pred: list[int], gap: int, makespan, tail) -> None:
-    """The MAC span holds every MAC interval and every window of an *interior* link command (one
-    with a MAC before it and a MAC after it in the fixed order, so its window lies between the
-    first MAC and the last), all disjoint but windows of one *block* (consecutive interior link
-    commands with no MAC fixed between them; a MAC fixed between two windows separates them):
+    """Energy on the MAC stream. Take the link commands with a MAC fixed after them: *interior*
+    ones (also a MAC fixed before) have their window between the first MAC start F and the last
+    MAC end L; *leading* ones (no MAC fixed before) end theirs before that MAC. With S the least
+    of F and the leading windows' starts, [S, L) holds every MAC interval and all these windows,
+    disjoint but the windows of one *block* (consecutive such commands with no MAC fixed between
+    them; a MAC fixed between two windows separates them):
 
-        last MAC end - first MAC start >= s |MACs| + sum over blocks of the union of its windows.
+        L - S >= s |MACs| + sum over blocks of the union of its windows,
 
-    A block's windows [s_i, e_i) in fixed order: window i adds at least
-    min(len_i, e_i - max_{k<i} e_k) to the union of the earlier ones, and e_i - e_k >= D(k, i) +
-    L2_i - L2_k, D the fixed minimum distance between the commands (the link rows, >= g)."""
+    and makespan >= L - s + (least tail of a MAC). A block's windows [s_i, e_i) in fixed order:
+    window i adds at least min(len_i, e_i - max_{k<i} e_k) to the union of the earlier ones, and
+    e_i - e_k >= D(k, i) + L2_i - L2_k, D the fixed least distance between the commands (the
+    link rows, >= g)."""
     macmask = 0
     for x in macs:
         macmask |= 1 << x.j
@@ -94,10 +97,10 @@ def _energy(m, rows: list[Row], macs, windows, t, mac_size: int, pred: list[int]
         for j in wj:
             if (p >> j) & 1:
                 after[j] = after.get(j, 0) | (1 << x.j)
-    seq = sorted(windows, key=lambda w: w[0].j)
-    interior = [w for w in seq if (pred[w[0].j] & macmask) and after.get(w[0].j)]
+    seq = [w for w in sorted(windows, key=lambda w: w[0].j) if after.get(w[0].j)]
+    leading = [w for w in seq if not pred[w[0].j] & macmask]
     blocks: list[list] = []
-    for w in interior:
+    for w in seq:
         if blocks and not (after.get(blocks[-1][-1][0].j, 0) & pred[w[0].j]):
             blocks[-1].append(w)
         else:
@@ -113,17 +116,12 @@ def _energy(m, rows: list[Row], macs, windows, t, mac_size: int, pred: list[int]
                 + [r.lat for r in rows if r.prev == a.op and r.next == b.op and not r.win and shares(a, b, r.scope)]
             )
             reach.append(reach[-1] + d)
-            inc = min(
-                blk[i][2],
-                min(reach[i] - reach[k] + blk[i][3] - blk[k][3] for k in range(i)),
-            )
+            inc = min(blk[i][2], min(reach[i] - reach[k] + blk[i][3] - blk[k][3] for k in range(i)))
             union += max(0, inc)
         total += union
-    first = m.NewIntVar(0, 10**9, "first_mac")
-    m.AddMinEquality(first, [t[x.j] for x in macs])
-    # the last MAC ends at least (total) after the first starts, and is followed by at least
-    # min tail of a MAC: makespan >= first + s |MACs| + total + min tail - s
-    m.Add(makespan >= first + mac_size * len(macs) + total + min(tail[x.j] for x in macs) - mac_size)
+    start = m.NewIntVar(-(10**6), 10**9, "mac_span_start")
+    m.AddMinEquality(start, [t[x.j] for x in macs] + [t[y.j] + off for y, off, _s, _l2 in leading])
+    m.Add(makespan >= start + mac_size * len(macs) + total + min(tail[x.j] for x in macs) - mac_size)
 
 
 def tails(
