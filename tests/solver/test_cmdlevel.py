@@ -292,3 +292,18 @@ def test_permutation_helper_counts_linear_extensions():
     # 3 commands, 0 before 2: 3 orders of 6
     assert len(list(_extensions(3, [0, 0, 1]))) == 3
     assert len(list(itertools.permutations(range(3)))) == 6
+
+
+@pytest.mark.parametrize(
+    "name,trefi", [("gemv-64x128-fpga", 200), ("attention-h2-d16-c31-fpga", 150)], ids=["gemv", "attention"]
+)
+def test_refresh_barriers_and_limits(name, trefi):
+    """With a short tREFI the programs hold REFs: each stays a barrier in its stream, within the
+    JEDEC limits the model states, and the re-emitted optimum simulates as predicted."""
+    sets = ["timing.params.tRFC=30", "timing.params.tRFCSB=20", f"timing.params.tREFI={trefi}"]
+    r = run(load_instance(ROOT / "instances" / "fpga" / f"{name}.yaml"), SolveOptions(functional=True, workers=1), sets)
+    assert any(ins.op == "REF" for s in r.compiled.streams.channels for ins in s)
+    cl = command_level(r, time_limit=30, workers=1)
+    assert cl.schedule.status == "OPTIMAL"
+    assert cl.simulated_cycles == cl.schedule.objective <= int(r.sim.cycles)
+    assert cl.bit_exact is True
