@@ -18,7 +18,7 @@ from pimsat.command_level import command_level
 from pimsat.instance import instance_files, load_instance
 from pimsat.pipeline import SolveOptions, run
 from solver.cmdlevel import restamp, solve
-from solver.cmdlevel.commands import expand, fixed_edges
+from solver.cmdlevel.commands import expand, fixed_edges, segments
 from solver.cmdlevel.order import predecessors
 from solver.cmdlevel.timing_rows import table_rows, units
 
@@ -30,13 +30,13 @@ def _hw():
     return load_hardware("fpga-proto")
 
 
-def _streams(hw, channel) -> StreamSet:
-    return StreamSet(hw.name, hw.isa_version, [], [channel], [])
+def _streams(hw, *channels) -> StreamSet:
+    return StreamSet(hw.name, hw.isa_version, [], list(channels), [])
 
 
 def _log(hw, ss):
     r = sim.simulate(hw, ss, functional=False, record=True)
-    return r, [r.log[r.log["channel"] == 0]]
+    return r, [r.log[r.log["channel"] == c] for c in range(len(ss.channels))]
 
 
 def _extensions(n: int, pred: list[int]):
@@ -55,20 +55,35 @@ def _extensions(n: int, pred: list[int]):
     yield from rec(0, [])
 
 
-def _brute_force(hw, channel):
-    """(model optimum, brute-force optimum, orders tried): every order of the single commands
-    the model's fixed relation allows, simulated unstamped (each command at its earliest legal
-    cycle: for a fixed order that is the best timing)."""
-    ss = _streams(hw, channel)
+def _brute_force(hw, *channels):
+    """(model optimum, brute-force optimum, orders tried, emitted cycles): every order of the
+    single commands the model's fixed relation allows (each channel's SIG/WAIT kept between its
+    segments), simulated unstamped (each command at its earliest legal cycle: for a fixed order
+    that is the best timing)."""
+    ss = _streams(hw, *channels)
     emitted, logs = _log(hw, ss)
     streams, cmds = expand(hw, ss.channels, logs)
     pred = predecessors(streams, len(cmds), fixed_edges(hw, streams))
     best, tried = None, 0
-    for order in _extensions(len(cmds), pred):
+    per_channel = []  # each channel's allowed orders (no fixed relation crosses channels)
+    for cs in streams:
+        js = [x.j for kind, x in cs.items if kind == "cmd"]
+        local = [sum(1 << js.index(a) for a in js if (pred[j] >> a) & 1) for j in js]
+        per_channel.append([[js[i] for i in o] for o in _extensions(len(js), local)])
+    for orders in itertools.product(*per_channel):
         tried += 1
-        prog = [cmds[j].ins for j in order]
+        rank = {j: i for o in orders for i, j in enumerate(o)}
+        progs = []
+        for cs in streams:
+            out = []
+            for k, seg in enumerate(segments(cs)):
+                out += [x.ins for x in sorted(seg, key=lambda x: rank[x.j])]
+                syncs = [(kind, x) for kind, x in cs.items if kind != "cmd"]
+                if k < len(syncs):
+                    out.append(make(syncs[k][0], id=syncs[k][1]))
+            progs.append(out)
         try:
-            c = sim.simulate(hw, _streams(hw, prog), functional=False, record=False).cycles
+            c = sim.simulate(hw, _streams(hw, *progs), functional=False, record=False).cycles
         except sim.SimulationError:
             continue
         best = c if best is None else min(best, c)
@@ -118,6 +133,36 @@ def test_buffer_loads_against_brute_force():
     model, brute, tried, emitted = _brute_force(hw, ch)
     assert tried > 3
     assert model == brute < emitted
+
+
+def test_signals_between_channels_against_brute_force():
+    """SIG/WAIT across channels: channel 1's second segment waits for channel 0's signal
+    (set at channel 0's last completion), each segment's order free within it."""
+    hw = _hw()
+    ch0 = [
+        make("WRGB", gb=0, count=1, src=0, offset=0),
+        make("ACT", mask=5, row=0),
+        make("MAC", mask=5, col=0, count=1, gb=0, acc=0),
+        make("ACT", mask=10, row=0),
+        make("MAC", mask=5, col=1, count=1, gb=0, acc=1),
+        make("PRE", mask=5),
+        make("PRE", mask=10),
+        make("SIG", id=0),
+    ]
+    ch1 = [
+        make("ACT", mask=5, row=1),
+        make("WRGB", gb=0, count=1, src=0, offset=0),
+        make("MAC", mask=5, col=0, count=1, gb=0, acc=0),
+        make("WAIT", id=0),
+        make("PRE", mask=5),
+        make("ACT", mask=10, row=1),
+        make("WRGB", gb=1, count=1, src=0, offset=16),
+        make("MAC", mask=10, col=0, count=1, gb=1, acc=1),
+        make("PRE", mask=10),
+    ]
+    model, brute, tried, emitted = _brute_force(hw, ch0, ch1)
+    assert tried > 3
+    assert model == brute <= emitted
 
 
 def test_the_fixed_order_is_the_stated_one():
