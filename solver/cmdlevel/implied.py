@@ -5,7 +5,10 @@ The MAC stream and the link commands. A link command y (WRGB, RDACC, RD, WR) who
 s = tMAC apart, excludes every MAC interval [t_m, t_m + s) from [t_y - L1 + s, t_y + L2): a MAC
 before y has t_m + s <= t_y - L1 + s, one after has t_m >= t_y + L2. Link commands may overlap
 each other there, but they are at least g cycles apart (the link rows, tLINK, between all of
-them), so at most K = ceil(len / g) such windows cover any cycle. Hence a Cumulative of capacity
+them). The window of y covers cycle p iff t_y is in (p - L2, p + L1 - s]; over the command types,
+those t lie in an interval of max L2 + max (L1 - s) cycles, so at most K = ceil((max L2 +
+max (L1 - s)) / g) windows cover any cycle (not ceil(len / g): a window type that reaches far
+back and another that reaches far ahead widen the range). Hence a Cumulative of capacity
 K: each MAC's interval with demand K, each link command's window with demand 1. A MAC then
 overlaps no window and no other MAC, and K windows fit - exactly what the pairwise rows allow.
 Without it CP-SAT sees only the Booleans of the pairs and proves little (gemv-128x256-fpga: a
@@ -60,7 +63,9 @@ def mac_link_cumulative(
             windows.append((y, -l1 + mac_size, size, l2))
     if not windows:
         return 0
-    cap = -(-max(w[2] for w in windows) // gap)
+    back = max(w[3] for w in windows)  # L2: how far after t_y a window reaches
+    ahead = max(w[2] - w[3] for w in windows)  # L1 - s: how far before t_y it starts
+    cap = -(-(back + ahead) // gap)
     ivs, dem = [], []
     for x in macs:
         ivs.append(m.NewFixedSizeIntervalVar(t[x.j], mac_size, f"cm{x.j}"))
