@@ -173,6 +173,14 @@ def _solver_flags(fn):
     help="A .pt2 instance's step: an .npz of the exported graph's user inputs (program.inputs); "
     "with PyTorch's outputs in it (out_0, ...) the simulated step is checked against them.",
 )
+@click.option(
+    "--command-level",
+    "command_level",
+    is_flag=True,
+    help="Also solve the command-level CP-SAT of the compiled program (solver/cmdlevel; small "
+    "programs: every command is a variable), re-emit it stamped and simulate it; the report gains "
+    "`command_level`. The program written and `proof_scope` stay the task level's.",
+)
 @_solver_flags
 @guard
 def solve(
@@ -181,6 +189,7 @@ def solve(
     out,
     as_json,
     step_inputs,
+    command_level,
     preset,
     sets,
     time_limit,
@@ -217,7 +226,7 @@ def solve(
                 groups,
                 timing_only,
                 deterministic_time,
-                record=out is not None,
+                record=out is not None or command_level,
                 live=live,
                 sim_jobs=sim_jobs,
             ),
@@ -226,6 +235,10 @@ def solve(
         )
     signals.ensure()
     rep = report_dict(r)
+    if command_level:
+        from .command_level import command_level as solve_commands
+
+        rep["command_level"] = solve_commands(r, time_limit=time_limit, workers=workers).as_dict()
     pytorch = None
     if inst.program.kind == "pt2":
         from .pt2_run import against_pytorch
@@ -240,6 +253,14 @@ def solve(
         click.echo(json.dumps(rep, indent=2))
     else:
         print_summary(rep)
+        if command_level:
+            c = rep["command_level"]
+            console.print(
+                f"command level: {c['status']} {c['objective_cycles']:,} cycles (bound {c['bound_cycles']:,}, "
+                f"emitted {c['emitted_cycles']:,}), simulated {c['simulated_cycles']:,}, {c['seconds']:.1f} s; "
+                f"scope: {c['scope']}",
+                soft_wrap=True,
+            )
         if pytorch is not None:
             verdict = "within tolerance" if pytorch.outputs_match else "OUTSIDE tolerance"
             token = "equal" if pytorch.next_token_equal else "DIFFERENT"

@@ -24,6 +24,30 @@ class CommandLevel:
     def proven(self) -> bool:
         return self.schedule.status == "OPTIMAL"
 
+    def as_dict(self) -> dict:
+        """The report's `command_level` block."""
+        s = self.schedule
+        return {
+            "status": s.status,
+            "objective_cycles": s.objective,
+            "bound_cycles": s.bound,
+            "gap": s.gap,
+            "emitted_cycles": s.emitted,
+            "simulated_cycles": self.simulated_cycles,
+            "bit_exact": self.bit_exact,
+            "seconds": s.seconds,
+            "commands": s.stats["commands"],
+            "free_pairs": s.stats["free_pairs"],
+            "scope": SCOPE,
+        }
+
+
+SCOPE = (
+    "this program's commands, every issue cycle free under the timing table, bus, data "
+    "dependencies and SIG/WAIT, with each bank's, each accumulator's, the link's and the row "
+    "commands' order kept and SIG/WAIT/REF as barriers (solver/cmdlevel)"
+)
+
 
 def inputs_of(run_result) -> tuple[list[np.ndarray], dict[int, int]]:
     """(per-channel command logs, host instruction durations) of a pipeline run (record=True)."""
