@@ -112,20 +112,25 @@ F_BANK, F_MASK, F_ROW, F_COL, F_GB, F_ACC, F_COUNT = range(7)
 
 
 @njit(inline=True)
-def _units(s, mask, gmask, rmask, nb, ng, nr):
-    """(first unit, unit bitmask) of scope s for a command touching mask / gmask / rmask."""
+def _units(s, mask, gmask, rmask, nb, ng, nr, tz):
+    """(first unit, unit bitmask from that unit) of scope s for a command touching mask / gmask /
+    rmask; tz packs the index of each mask's lowest set bit (bank | group << 8 | rank << 16), so
+    the walk over a mask's units starts at its first one."""
     if s == 0:
-        return 0, mask
+        t = tz & 255
+        return t, mask >> t
     if s == 1:
-        return nb, gmask
+        t = (tz >> 8) & 255
+        return nb + t, gmask >> t
     if s == 2:
-        return nb + ng, rmask
+        t = tz >> 16
+        return nb + ng + t, rmask >> t
     return nb + ng + nr, 1
 
 
 @njit(inline=True)
 def _requirement(
-    c, mask, gmask, rmask, hwp, last, ring, rhead, rows_start, rows_idx, prev, scope, lat, win, wbase, viol, t
+    c, mask, gmask, rmask, tz, hwp, last, ring, rhead, rows_start, rows_idx, prev, scope, lat, win, wbase, viol, t
 ):
     """Earliest cycle the timing rows allow command c; binding row, unit, prev time. If t >= 0,
     also mark in viol[k] every row that t violates."""
@@ -134,7 +139,7 @@ def _requirement(
     for j in range(rows_start[c], rows_start[c + 1]):
         k = rows_idx[j]
         p, L, w = prev[k], lat[k], win[k]
-        lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr)
+        lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr, tz)
         u = lo
         while m:
             if m & 1:
@@ -152,12 +157,12 @@ def _requirement(
     return best, brow, bunit, bprev
 
 
-@njit
-def _push(c, mask, gmask, rmask, t, hwp, last, ring, rhead, prev, scope, win, wbase, wprev):
+@njit(inline=True)
+def _push(c, mask, gmask, rmask, tz, t, hwp, last, ring, rhead, prev, scope, win, wbase, wprev, wrows):
     """Record command c issued at t in every unit it touches (and in window rings)."""
     nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
     for s in range(4):
-        lo, m = _units(s, mask, gmask, rmask, nb, ng, nr)
+        lo, m = _units(s, mask, gmask, rmask, nb, ng, nr, tz)
         u = lo
         while m:
             if m & 1:
@@ -165,20 +170,20 @@ def _push(c, mask, gmask, rmask, t, hwp, last, ring, rhead, prev, scope, win, wb
             m >>= 1
             u += 1
     if wprev[c]:
-        _push_windows(c, mask, gmask, rmask, t, hwp, ring, rhead, prev, scope, win, wbase)
+        _push_windows(c, mask, gmask, rmask, tz, t, hwp, ring, rhead, prev, scope, win, wbase, wrows)
 
 
 @njit
-def _push_windows(c, mask, gmask, rmask, t, hwp, ring, rhead, prev, scope, win, wbase):
+def _push_windows(c, mask, gmask, rmask, tz, t, hwp, ring, rhead, prev, scope, win, wbase, wrows):
     """Record command c issued at t in the window rings of the rows it starts (a separate
     function: only a few commands start windows, and the loop inlined into `_push` made every
     command about twice as slow)."""
     nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
-    for k in range(hwp[HWP_R]):
+    for k in wrows:  # the rows with a window, in order
         w = win[k]
-        if w == 0 or prev[k] != c:
+        if prev[k] != c:
             continue
-        lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr)
+        lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr, tz)
         u = lo
         while m:
             if m & 1:
@@ -195,8 +200,10 @@ def _access_stats(mask, c, n, nb, firstacc, bbursts, hits, misses, pumacs, pu_of
     misses (the first access after an ACT misses), PIM-unit MACs."""
     if n == 0:
         return
-    for b in range(nb):
-        if (mask >> b) & 1:
+    m = mask
+    b = 0
+    while m:  # the banks of mask, lowest first
+        if m & 1:
             bbursts[b] += n
             if firstacc[b]:
                 misses[b] += 1
@@ -206,6 +213,8 @@ def _access_stats(mask, c, n, nb, firstacc, bbursts, hits, misses, pumacs, pu_of
                 hits[b] += n
             if c == MAC:
                 pumacs[pu_of[b]] += n
+        m >>= 1
+        b += 1
 
 
 @njit(inline=True)
@@ -284,13 +293,14 @@ def run_channel(
         hwp[HWP_TGB],
     )
     R, record, bpb = hwp[HWP_R], hwp[HWP_RECORD], hwp[HWP_BPB]
+    wrows = np.flatnonzero(twin[:R] != 0)  # the rows with a window (few: tFAW)
     n = prog.shape[0] // WIDTH
     pos = st[ST_POS]
     ibase = st[ST_BASE]
     openmask = st[ST_OPEN]
     # what a bank mask implies (bank groups, ranks, the first bank sharing a PIM unit with an
     # earlier one), kept for the last mask seen: runs of commands share their mask
-    kmask, kgmask, krmask, kpu = -1, 0, 0, -1
+    kmask, kgmask, krmask, kpu, ktz = -1, 0, 0, -1, 0
     amask, acmd, abursts = 0, -1, 0  # the run of accesses not yet in the per-bank statistics
     while pos < n:
         base = pos * WIDTH
@@ -349,18 +359,24 @@ def run_channel(
         if c == WRGB:
             gmask = (1 << hwp[HWP_NG]) - 1
             rmask = (1 << hwp[HWP_NR]) - 1
+            tz = _lowest(mask) if mask else 0  # (groups and ranks: all, from 0)
         else:
             if mask != kmask:
                 kmask, kgmask, krmask, kpu = mask, 0, 0, -1
                 pus = 0
-                for b in range(nb):
-                    if (mask >> b) & 1:
+                m = mask
+                b = 0
+                while m:  # the banks of mask, lowest first
+                    if m & 1:
                         kgmask |= 1 << bg_of[b]
                         krmask |= 1 << rank_of[b]
                         if kpu < 0 and (pus >> pu_of[b]) & 1:
                             kpu = b
                         pus |= 1 << pu_of[b]
-            gmask, rmask = kgmask, krmask
+                    m >>= 1
+                    b += 1
+                ktz = _lowest(mask) | _lowest(kgmask) << 8 | _lowest(krmask) << 16
+            gmask, rmask, tz = kgmask, krmask, ktz
         if c == ACT and prog[base + C_ROW] >= nrow:
             return _fail(err, E_RANGE, at, -1, pos, -1, 0, 0, F_ROW, nrow)
         if (c == RD or c == WR or c == MAC) and col + ncmd > ncol:
@@ -393,6 +409,7 @@ def run_channel(
             mask,
             gmask,
             rmask,
+            tz,
             hwp,
             last,
             ring,
@@ -438,6 +455,7 @@ def run_channel(
                     mask,
                     gmask,
                     rmask,
+                    tz,
                     hwp,
                     last,
                     ring,
@@ -493,6 +511,7 @@ def run_channel(
                         mask,
                         gmask,
                         rmask,
+                        tz,
                         hwp,
                         last,
                         ring,
@@ -513,7 +532,7 @@ def run_channel(
                     stall[why] += nxt - tk - 1
                 tk = nxt
             if self_win[c]:
-                _push(c, mask, gmask, rmask, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev)
+                _push(c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wrows)
             if c == WRGB:
                 gbready[gbi + k] = tk + tgb
             if record:
@@ -529,7 +548,7 @@ def run_channel(
                     lcol[i] = -1
                 st[ST_LOG] = i + 1
         if not self_win[c]:
-            _push(c, mask, gmask, rmask, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev)
+            _push(c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wrows)
         # ---- state and statistics -----------------------------------------------------------
         counts[c] += ncmd
         if c == RD or c == WR or c == MAC:
@@ -543,16 +562,20 @@ def run_channel(
             _access_stats(amask, acmd, abursts, nb, firstacc, bbursts, hits, misses, pumacs, pu_of)
             amask, abursts = 0, 0
         if c == ACT or c == PRE:
-            for b in range(nb):
-                if (mask >> b) & 1:
+            m = mask
+            b = 0
+            while m:  # the banks of mask, lowest first
+                if m & 1:
                     if c == ACT:
                         openrow[b] = prog[base + C_ROW]
                         openmask |= 1 << b
                         openinstr[b] = ibase + pos
                         firstacc[b] = 1
-                    elif c == PRE:
+                    else:
                         openrow[b] = -1
                         openmask &= ~(1 << b)
+                m >>= 1
+                b += 1
         st[ST_OPEN] = openmask
         if c == REF or c == REFSB:
             # the JEDEC limits, per bank refreshed (a REF: every bank, all with the same counts
