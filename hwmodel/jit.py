@@ -29,5 +29,35 @@ def njit(fn=None, *, inline: bool = False):
 
         if inline:
             return numba.njit(inline="always")(fn)
-        return numba.njit(cache=True, nogil=True)(fn)
+        disp = numba.njit(cache=True, nogil=True)(fn)
+        cache = _light_cache(fn)
+        if cache is not None:
+            disp._cache = cache
+        return disp
     return fn
+
+
+def _light_cache(fn):
+    """numba's disk cache of `fn`, minus the refresh of the target context before each load.
+
+    numba's FunctionCache.load_overload first refreshes the CPU target context: it imports and
+    installs every lowering registry (numba.cpython.*, numba.np.*), about 0.15-0.2 s of a
+    process's start-up, which a function loaded from the cache does not use (its machine code
+    is in the cache; loading links it) but for numba's runtime (NRT, initialized here first).
+    A cache miss compiles, and numba's compiler refreshes the context itself (CompilerBase).
+    None if this numba's cache is not the one this was written for (numba's own is kept)."""
+    try:
+        from numba.core.caching import FunctionCache
+        from numba.core.runtime import rtsys
+    except ImportError:  # pragma: no cover - depends on numba's version
+        return None
+    if not all(hasattr(FunctionCache, a) for a in ("_load_overload", "_guard_against_spurious_io_errors")):
+        return None  # pragma: no cover - depends on numba's version
+
+    class _Cache(FunctionCache):
+        def load_overload(self, sig, target_context):
+            rtsys.initialize(target_context)  # (numba's runtime: what the refresh does first)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+
+    return _Cache(fn)

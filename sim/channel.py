@@ -158,7 +158,7 @@ def _requirement(
 
 
 @njit(inline=True)
-def _push(c, mask, gmask, rmask, tz, t, hwp, last, ring, rhead, prev, scope, win, wbase, wprev, wrows):
+def _push(c, mask, gmask, rmask, tz, t, hwp, last, ring, rhead, prev, scope, win, wbase, wprev, wlo, whi):
     """Record command c issued at t in every unit it touches (and in window rings)."""
     nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
     for s in range(4):
@@ -170,18 +170,18 @@ def _push(c, mask, gmask, rmask, tz, t, hwp, last, ring, rhead, prev, scope, win
             m >>= 1
             u += 1
     if wprev[c]:
-        _push_windows(c, mask, gmask, rmask, tz, t, hwp, ring, rhead, prev, scope, win, wbase, wrows)
+        _push_windows(c, mask, gmask, rmask, tz, t, hwp, ring, rhead, prev, scope, win, wbase, wlo, whi)
 
 
 @njit
-def _push_windows(c, mask, gmask, rmask, tz, t, hwp, ring, rhead, prev, scope, win, wbase, wrows):
+def _push_windows(c, mask, gmask, rmask, tz, t, hwp, ring, rhead, prev, scope, win, wbase, wlo, whi):
     """Record command c issued at t in the window rings of the rows it starts (a separate
     function: only a few commands start windows, and the loop inlined into `_push` made every
     command about twice as slow)."""
     nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
-    for k in wrows:  # the rows with a window, in order
+    for k in range(wlo, whi):  # (the window rows are among these)
         w = win[k]
-        if prev[k] != c:
+        if w == 0 or prev[k] != c:
             continue
         lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr, tz)
         u = lo
@@ -215,6 +215,18 @@ def _access_stats(mask, c, n, nb, firstacc, bbursts, hits, misses, pumacs, pu_of
                 pumacs[pu_of[b]] += n
         m >>= 1
         b += 1
+
+
+@njit(inline=True)
+def max_(a, b):
+    """max(a, b) of two integers (the builtin links numba.cpython.builtins into the kernel)."""
+    return a if a >= b else b
+
+
+@njit(inline=True)
+def min_(a, b):
+    """min(a, b) of two integers."""
+    return a if a <= b else b
 
 
 @njit(inline=True)
@@ -293,7 +305,14 @@ def run_channel(
         hwp[HWP_TGB],
     )
     R, record, bpb = hwp[HWP_R], hwp[HWP_RECORD], hwp[HWP_BPB]
-    wrows = np.flatnonzero(twin[:R] != 0)  # the rows with a window (few: tFAW)
+    # the rows with a window (tFAW) are rows wlo..whi-1 or fewer (no array is made here: an
+    # allocation, or a builtin such as max, links numba's numpy and builtin modules into the
+    # kernel, and loading it from the cache would import them, ~0.1 s of start-up)
+    wlo, whi = R, 0
+    for k in range(R):
+        if twin[k] != 0:
+            wlo = min_(wlo, k)
+            whi = k + 1
     n = prog.shape[0] // WIDTH
     pos = st[ST_POS]
     ibase = st[ST_BASE]
@@ -307,7 +326,7 @@ def run_channel(
         op = prog[base + C_OP]
         stamp = prog[base + C_STAMP]
         if op == OP_SIG:
-            t = max(st[ST_MAXDONE], st[ST_PREV] + 1)
+            t = max_(st[ST_MAXDONE], st[ST_PREV] + 1)
             sid = prog[base + C_ROW]
             if sig[sid] >= 0:
                 st[ST_POS] = pos
@@ -333,7 +352,7 @@ def run_channel(
             continue
         st[ST_POS] = pos
         # cycle named by state / range errors: the stamp, else the earliest the stream allows
-        at = stamp if stamp >= 0 else max(st[ST_BUS] + 1, st[ST_WAIT])
+        at = stamp if stamp >= 0 else max_(st[ST_BUS] + 1, st[ST_WAIT])
         if op > REFSB:
             return _fail(err, E_STREAM, at, -1, pos, -1, 0, 0, op, 0)
         if op == REFSB and hwp[HWP_PERBANK] == 0:
@@ -532,7 +551,9 @@ def run_channel(
                     stall[why] += nxt - tk - 1
                 tk = nxt
             if self_win[c]:
-                _push(c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wrows)
+                _push(
+                    c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wlo, whi
+                )
             if c == WRGB:
                 gbready[gbi + k] = tk + tgb
             if record:
@@ -548,7 +569,7 @@ def run_channel(
                     lcol[i] = -1
                 st[ST_LOG] = i + 1
         if not self_win[c]:
-            _push(c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wrows)
+            _push(c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wlo, whi)
         # ---- state and statistics -----------------------------------------------------------
         counts[c] += ncmd
         if c == RD or c == WR or c == MAC:
