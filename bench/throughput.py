@@ -12,7 +12,7 @@ runs, and report both side by side (rows "… @base"); same interpreter and pack
 --jobs 1,2: run every workload of more than one channel with `pimsat simulate --jobs N` for each
 N (rows "… -jN"; sim/parallel.py), alternating. Each round also times a compute loop on 1 and on 2
 threads ("cores free": its speed-up, 2.0 on two idle cores): a shared machine gives parallel runs
-less than its core count, and the figure says how much the runs had.
+less than its core count (and a serial run a busy core), and the figure says how much the runs had.
 --streams NAME=DIR: also simulate the stream folder DIR (e.g. a `pimsat solve --out` of a larger
 instance), as workload NAME.
 
@@ -199,8 +199,7 @@ def main() -> None:
         runs: dict[str, list[tuple[float, int, dict]]] = {n: [] for n in args}
         cores: list[float] = []
         for _ in range(a.repeat):
-            if len(jobs) > 1:
-                cores.append(_cores_free())
+            cores.append(_cores_free())
             for name, cmd in args.items():
                 runs[name].append(_run_measured(cmd, envs.get(name)))
     for name, rs in runs.items():
