@@ -66,15 +66,30 @@ def record_fields(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return code, fields
 
 
+def _padding_masks() -> tuple[np.ndarray, np.ndarray]:
+    """ISA opcode byte -> the bits of (lo, hi) a record must leave zero: bits [used, 128) are
+    padding; a byte that is no opcode has every bit of lo and hi forbidden (its non-zero byte
+    is in lo; byte 0 is checked on its own)."""
+    lo = np.full(256, (1 << 64) - 1, dtype=np.uint64)
+    hi = np.full(256, (1 << 64) - 1, dtype=np.uint64)
+    for c in np.flatnonzero(INTERNAL >= 0).tolist():
+        used = int(_USED[c])
+        lo[c] = ((1 << 64) - 1) ^ ((1 << min(used, 64)) - 1)
+        hi[c] = ((1 << 64) - 1) ^ ((1 << max(used - 64, 0)) - 1)
+    return lo, hi
+
+
+_PAD_LO, _PAD_HI = _padding_masks()
+_ZERO_BAD = bool(INTERNAL[0] < 0)  # (byte 0: no opcode)
+
+
 def first_bad_record(rec: np.ndarray) -> int | None:
     """Index of the first record with an unknown opcode or non-zero padding bits, or None."""
     lo, hi = rec["lo"], rec["hi"]
-    code = (lo & np.uint64(0xFF)).astype(np.int64)
-    used = _USED[code]  # bits [used, 128) are padding and must be zero (unknown opcode: 0)
-    bad = INTERNAL[code] < 0
-    bad |= (used < 64) & ((lo >> np.minimum(used, 63).astype(np.uint64)) != 0)
-    bad |= (used <= 64) & (hi != 0)
-    bad |= (used > 64) & (used < 128) & ((hi >> np.clip(used - 64, 0, 63).astype(np.uint64)) != 0)
+    code = lo & np.uint64(0xFF)
+    bad = ((lo & _PAD_LO[code]) | (hi & _PAD_HI[code])) != 0
+    if _ZERO_BAD:
+        bad |= code == 0
     if not bad.any():
         return None
     return int(np.argmax(bad))
