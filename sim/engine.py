@@ -188,6 +188,7 @@ class _Feed:
             if getattr(stream, "has_rows", False) and len(stream)
             else None
         )
+        self._pool = self._spare = self._ahead = None  # (read ahead: see prefetch)
         self._load(0)
 
     def _load(self, start: int) -> None:
@@ -195,10 +196,34 @@ class _Feed:
         self.base = start  # stream index of the current table's first instruction
         self.table = self._encode(start)
         self.prog = np.ascontiguousarray(self.table.reshape(-1))
+        if self._pool is not None:
+            self._read_ahead()
+
+    def can_prefetch(self) -> bool:
+        """A stream read from a file, of more than one slice."""
+        return isinstance(self.stream, RecordStream) and self.slice_len < len(self.stream)
+
+    def prefetch(self, pool) -> None:
+        """From now on, read the next slice on `pool`'s thread while the kernel runs this one: the
+        records -> rows conversion (the file read and the compiled conversion both release the
+        GIL) into a second buffer, the two taken in turn. What follows the conversion (signals,
+        the checks that refuse a slice) still runs when the slice is reached, in the same order."""
+        self._pool, self._spare = pool, np.empty_like(self._buf)
+        self._read_ahead()
+
+    def _read_ahead(self) -> None:
+        start = self.base + len(self.table)
+        self._ahead = None
+        if start < len(self.stream):
+            job = self._pool.submit(record_rows_ops, self.hw, self.stream, start, start + self.slice_len, self._spare)
+            self._ahead = (start, job)
 
     def _encode(self, start: int) -> np.ndarray:
         present = -1  # bitmask of the opcodes in the slice (-1: not known, check them all)
-        if isinstance(self.stream, RecordStream):  # read from a file: records -> rows, compiled
+        if self._ahead is not None and self._ahead[0] == start:  # read ahead (into the spare buffer)
+            t, present = self._ahead[1].result()  # (raises what reading raised, where the read would)
+            self._buf, self._spare = self._spare, self._buf
+        elif isinstance(self.stream, RecordStream):  # read from a file: records -> rows, compiled
             t, present = record_rows_ops(self.hw, self.stream, start, start + self.slice_len, self._buf)
         elif self._buf is not None:  # a LazyStream whose parts come encoded
             t = self.stream.rows(start, start + self.slice_len, self._buf)
@@ -362,9 +387,27 @@ def run_serial(run: _Run, progress=None) -> tuple[dict[int, int], float]:
     """Run every stream as far as it goes, one at a time (streams 0..C-1 channels, C host), the
     last one made runnable first; ({blocked stream: signal index} at the end, seconds in the
     kernel). The first error met in this order is the one raised: the reference for sim/parallel."""
-    channels, feeds, states, hr, signals, tab = run.channels, run.feeds, run.states, run.hr, run.signals, run.tab
+    channels, feeds = run.channels, run.feeds
     C = len(channels)
     pending = [c for c in range(C) if len(channels[c])] + [C]
+    pool = None
+    if len(pending) == 2 and feeds[pending[0]].can_prefetch():
+        # one channel stream read from a file: its next slice is read on a second thread while the
+        # kernel runs (one more buffer; with more channels, one more per channel: not done)
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="pimsat-read")
+        feeds[pending[0]].prefetch(pool)
+    try:
+        return _run_serial(run, pending, progress)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_serial(run: _Run, pending: list[int], progress) -> tuple[dict[int, int], float]:
+    channels, feeds, states, hr, signals, tab = run.channels, run.feeds, run.states, run.hr, run.signals, run.tab
+    C = len(channels)
     blocked: dict[int, int] = {}
     total, told = sum(len(ch) for ch in channels), time.monotonic()
     in_kernel = 0.0

@@ -222,3 +222,43 @@ def test_a_streamed_run_reports_its_progress(hbm2, monkeypatch):
     assert len(seen) >= 10 and all(t == 100 for _, t in seen)
     done = [d for d, _ in seen]
     assert done == sorted(done) and 0 < done[0] and done[-1] <= 100
+
+
+def _from_file(hw, d, *channels):
+    """The streams as `pimsat simulate` reads them: written, then read back from the .bin files."""
+    from hwmodel.streams_io import read_streams, write_streams
+
+    back, _ = read_streams(write_streams(streams(hw, *channels), d))
+    return back
+
+
+@pytest.mark.parametrize("length", (2, 7))
+def test_one_channel_from_a_file_reads_ahead(hbm2, tmp_path, length, monkeypatch):
+    """One channel stream read from a file: its next slice is read on a second thread while the
+    kernel runs (sim/engine._Feed.prefetch). The same figures as a whole run, and the same error
+    for a slice refused deep in the stream (a stamped SIG) and for a violation."""
+    import threading
+
+    work = [make("ACT", mask=1, row=0), make("PRE", mask=1)] * 10
+    ss = _from_file(hbm2, tmp_path / "ok", work)
+    whole = simulate(hbm2, ss, functional=False, record=True)
+    monkeypatch.setattr(sim.engine, "SLICE", length)
+    on_main = []
+    real = sim.engine.record_rows_ops
+
+    def spy(*args, **kwargs):
+        on_main.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sim.engine, "record_rows_ops", spy)
+    assert _figures(simulate(hbm2, ss, functional=False, record=False)) == _figures(whole)
+    assert on_main == [True] + [False] * (-(-len(work) // length) - 1)  # the first slice, then ahead
+    refused = work[:13] + [make("SIG", id=1).at(500)] + work[13:]
+    closed = work[:16] + [make("PRE", mask=1)] + work[16:]
+    for i, bad in ((13, refused), (16, closed)):
+        bad = _from_file(hbm2, tmp_path / str(i), bad)
+        with pytest.raises(SimulationError) as w:
+            simulate(hbm2, bad, functional=False, record=True)
+        with pytest.raises(SimulationError) as p:
+            simulate(hbm2, bad, functional=False, record=False)
+        assert str(p.value) == str(w.value) and p.value.instr == i
