@@ -179,7 +179,9 @@ class _Feed:
         slice_len: int,
         n_symbols: int | None,
         ch: int,
+        defer: bool = False,
     ):
+        """defer: the first slice is read later (`load_first`: sim/parallel reads it on a thread)."""
         self.hw, self.stream, self.signals, self.n_symbols, self.ch = hw, stream, signals, n_symbols, ch
         self.slice_len = max(1, slice_len)
         # a stream whose parts come encoded is read into one buffer, slice after slice
@@ -189,7 +191,16 @@ class _Feed:
             else None
         )
         self._pool = self._spare = self._ahead = None  # (read ahead: see prefetch)
-        self._load(0)
+        #: rows of the first slice (sizes the kernel's per-instruction arrays)
+        self.first_len = min(self.slice_len, len(stream))
+        self.base, self.table = 0, None
+        if not defer:
+            self._load(0)
+
+    def load_first(self) -> None:
+        """Read the first slice of a feed made with defer=True (once)."""
+        if self.table is None:
+            self._load(0)
 
     def _load(self, start: int) -> None:
         """Encode the slice from stream index `start`: `table` (rows), `prog` (the kernel's flat view)."""
@@ -330,11 +341,13 @@ def run_timing(
         raise ValueError("a streamed run keeps no command log (record=False)")
     tab = compile_tables(hw)
     t0 = time.perf_counter()
-    run = _Run(hw, tab, channels, host, program, record, n_symbols, streamed)
+    parallel = jobs > 1 and sum(1 for ch in channels if len(ch)) > 1  # (one channel: nothing to share)
+    # (a parallel streamed run reads each channel's first slice on the threads too)
+    run = _Run(hw, tab, channels, host, program, record, n_symbols, streamed, defer=parallel)
     t1 = time.perf_counter()
     run.allocate()
     t2 = time.perf_counter()
-    if jobs > 1 and sum(1 for ch in channels if len(ch)) > 1:  # (one channel: nothing to share)
+    if parallel:
         from .parallel import Fallback, run_parallel
 
         try:
@@ -355,14 +368,16 @@ class _Run:
     """Everything one timing run works on: the encoded streams (feeds), each channel's kernel
     state, the host runner, the signals and the command log."""
 
-    def __init__(self, hw, tab, channels, host, program, record, n_symbols, streamed):
+    def __init__(self, hw, tab, channels, host, program, record, n_symbols, streamed, defer=False):
+        """defer (streamed runs): the channels' first slices are read later (sim/parallel)."""
         self.hw, self.tab, self.channels, self.host, self.program = hw, tab, channels, host, program
         self.record = record
         self.signals = SignalMap()
         self.host_table = self.signals.densify(encode_stream(hw, host))
         refuse_sync_stamps(self.host_table, host, "host", 0)
         self.feeds = [
-            _Feed(hw, s, self.signals, SLICE if streamed else len(s), n_symbols, c) for c, s in enumerate(channels)
+            _Feed(hw, s, self.signals, SLICE if streamed else len(s), n_symbols, c, defer and streamed and len(s) > 0)
+            for c, s in enumerate(channels)
         ]
 
     def allocate(self) -> None:
@@ -372,9 +387,7 @@ class _Run:
         self.log = log = np.empty(int(ends[-1]), dtype=LOG_DTYPE) if record else None
         idle = K.new_state(tab, 0, None)  # shared, read-only: channels without instructions never run
         self.states = [
-            K.new_state(tab, len(f.table), None if log is None else log[ends[c] : ends[c + 1]])
-            if len(f.table)
-            else idle
+            K.new_state(tab, f.first_len, None if log is None else log[ends[c] : ends[c + 1]]) if f.first_len else idle
             for c, f in enumerate(feeds)
         ]
         self.hr = HostRunner(self.hw, self.program, self.host, self.host_table)

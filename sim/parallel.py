@@ -22,7 +22,8 @@ Same results as the serial run, whatever the order the threads run in:
   serially from the start, which raises the serial run's error (an erroneous program costs up
   to one more run; a correct one never falls back).
 
-Slices are read on the threads; streams a decoder builds as they are read (hwmodel.streams.
+Slices are read on the threads, the first ones too in a streamed run (sim/engine defers them);
+streams a decoder builds as they are read (hwmodel.streams.
 LazyStream: its parts share caches between channels) are read by one thread at a time, streams
 read from files (RecordStream) by any number.
 
@@ -150,8 +151,18 @@ def run_parallel(run, jobs: int, progress=None, every: float = 0.5) -> tuple[dic
     total, told = sum(len(ch) for ch in channels), time.monotonic()
     in_kernel = [0.0] * C
 
+    def read_first(s: int) -> None:
+        if isinstance(feeds[s].stream, RecordStream):
+            feeds[s].load_first()
+        else:
+            with produce:
+                feeds[s].load_first()
+
     def step(s: int) -> tuple[int, bool]:
-        """One kernel call of channel s, and its next slice when a slice ends: (status, more)."""
+        """One kernel call of channel s, and its next slice when a slice ends: (status, more);
+        first the channel's first slice if it is not read yet (sim/engine: defer)."""
+        if feeds[s].table is None:
+            read_first(s)
         gate.enter()
         try:
             tk = time.perf_counter()

@@ -265,3 +265,31 @@ def test_parallel_streamed_runs_report_progress(monkeypatch):
     sim.simulate(hw, ss, prog, functional=False, record=False, jobs=2, progress=lambda a, b: seen.append((a, b)))
     total = sum(len(s) for s in ss.channels)
     assert seen and all(0 < a <= b == total for a, b in seen)
+
+
+def test_first_slices_from_files_are_read_on_the_threads(tmp_path, monkeypatch):
+    """A streamed parallel run of streams read from files reads each channel's first slice on a
+    worker thread (sim/engine defers it), with the serial run's result; a first slice refused as
+    it is read (a stamped SIG) gives the serial run's error."""
+    import threading
+
+    from hwmodel.streams_io import read_streams, write_streams
+
+    hw, prog, ss = _compiled("fpga/gemv-64x128-fpga", False)
+    monkeypatch.setattr(sim.engine, "SLICE", 7)
+    on_main = []
+    real = sim.engine._Feed.load_first
+
+    def spy(feed):
+        on_main.append(threading.current_thread() is threading.main_thread())
+        return real(feed)
+
+    monkeypatch.setattr(sim.engine._Feed, "load_first", spy)
+    back, _ = read_streams(write_streams(ss, tmp_path / "ok"))
+    kw = dict(functional=False, record=False)
+    assert outcome(hw, back, prog, 2, **kw) == outcome(hw, back, prog, 1, **kw)
+    assert on_main == [False] * sum(1 for s in ss.channels if len(s))
+    bad, _ = read_streams(write_streams(_with(ss, {(1, 2): make("SIG", id=999).at(40)}), tmp_path / "bad"))
+    kind, serial = outcome(hw, bad, prog, 1, **kw)
+    assert kind == "error" and "issue stamp" in serial[0]
+    assert outcome(hw, bad, prog, 2, **kw) == (kind, serial)
