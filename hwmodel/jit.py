@@ -3,6 +3,12 @@
 If numba imports (and PIMSAT_SIM_NOJIT is not set), `njit` compiles with a disk cache; else it is
 the identity and the kernel runs as plain Python on the same arrays (same results, ~100x slower).
 Tested with numba 0.60-0.68.
+
+Where the compiled code lives: numba's cache, next to the modules (`sim/__pycache__`,
+`hwmodel/__pycache__`, `*.nbi`/`*.nbc`) where the install is writable, else in the user's cache
+folder (`~/.cache/numba`, or `$XDG_CACHE_HOME/numba`), or in `$NUMBA_CACHE_DIR` if set. An entry
+is keyed on its source file's timestamp and size, numba's version and the CPU: a fresh install
+(or an upgrade) compiles once, on its first run (~10 s), and loads from the cache after that.
 """
 
 from __future__ import annotations

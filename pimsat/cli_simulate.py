@@ -144,14 +144,19 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
 
 def _end_process() -> None:
     """A successful command that is the whole process (the `pimsat` script or `python -m
-    pimsat`, not a test's CliRunner nor a profiler's run_module) ends it here, its output
-    flushed, without the interpreter's teardown: freeing some 600 modules (numba's, numpy's,
-    pydantic's) takes ~0.1 s, a tenth of a short run. Nothing is left to do: the results are
-    printed, the files written and closed, the digest thread joined."""
+    pimsat`: click exits right after; not a test's CliRunner, a script calling `main`, nor a
+    profiler's run_module) ends it here, its output flushed, without the interpreter's teardown:
+    freeing some 600 modules (numba's, numpy's, pydantic's) takes ~0.1 s, a tenth of a short
+    run. Nothing is left to do: the results are printed, the files written and closed, the
+    digest thread joined."""
     import os
     import sys
+    from pathlib import Path
 
-    if getattr(sys.modules.get("__main__"), "main", None) is not main:
+    top = sys.modules.get("__main__")
+    spec = getattr(top, "__spec__", None)
+    script = Path(getattr(top, "__file__", None) or "").name in ("pimsat", "pimsat.exe", "pimsat-script.py")
+    if getattr(top, "main", None) is not main or not (script or getattr(spec, "name", None) == "pimsat.__main__"):
         return
     sys.stdout.flush()
     sys.stderr.flush()
