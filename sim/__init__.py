@@ -56,7 +56,6 @@ from hwmodel.model import COMMANDS, Hardware
 from hwmodel.numerics import within_tolerance
 from hwmodel.streams import StreamSet
 
-from . import channel as _K
 from .engine import run_timing
 from .errors import SimulationError
 from .host import epilogue_cycles, host_op_cycles
@@ -117,7 +116,7 @@ def simulate(
         pu_macs=np.array([s["pumacs"] for s in states]).reshape(C, hw.pus_per_channel),
         row_hits=np.array([s["hits"] for s in states]).reshape(C, nb),
         row_misses=np.array([s["misses"] for s in states]).reshape(C, nb),
-        refreshes=np.array([int(s["st"][_K.ST_REFS]) for s in states], dtype=np.int64),
+        refreshes=np.array([int(s["brefs"].min()) for s in states], dtype=np.int64),  # every bank's
         stalls=timed.stalls,
         # by signal id: the dense indices follow the order the streams were read in
         signals=dict(sorted(zip(timed.signal_ids.tolist(), timed.signal_time[: len(timed.signal_ids)].tolist()))),

@@ -79,12 +79,11 @@ DONE, BLOCKED, ERROR = 0, 1, 2
 # ST_POS indexes the table passed in; ST_BASE is that table's first instruction in the whole stream
 # (a stream may be fed a slice at a time): openinstr and the log hold stream indices
 # ST_OPEN: bitmask of the banks with an open row (openrow[b] >= 0)
-# ST_REFS: refreshes every bank has had (the least over the banks of brefs); ST_LASTREF: the
-# earliest over the banks of blastref. Per bank: brefs[b] refreshes of bank b (a REF counts for
-# every bank, a REFSB for its own), blastref[b] the cycle of its last one (0 before the first:
-# the program starts refreshed).
-ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_REFS, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN, ST_LASTREF = range(11)
-ST_LEN = 11
+# Refresh is counted per bank, outside st: brefs[b] refreshes of bank b (a REF counts for every
+# bank, a REFSB for its own), blastref[b] the cycle of its last one (0 before the first: the
+# program starts refreshed).
+ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN = range(9)
+ST_LEN = 9
 # error codes
 (
     E_NONE,
@@ -616,17 +615,10 @@ def run_channel(
                     return _fail(
                         err, E_REFGAP, t, eb, pos, -1, hwp[HWP_MAXGAP] * trefi, t - blastref[b], j, blastref[b]
                     )
-            least, oldest = brefs[0] + 1, t
             for b in range(nb):
                 if (mask >> b) & 1:
                     brefs[b] += 1
                     blastref[b] = t
-                if brefs[b] < least:
-                    least = brefs[b]
-                if blastref[b] < oldest:
-                    oldest = blastref[b]
-            st[ST_REFS] = least
-            st[ST_LASTREF] = oldest
         d = tk + compl[c]
         issue[pos], lastc[pos], done[pos] = t, tk, d
         if d > st[ST_MAXDONE]:

@@ -155,14 +155,13 @@ def _task_commands(
     # channels of one signature run in lockstep (same stamps), and so do the tasks of repeated
     # layers: each structure is timed once per decode (a channel with padding on its own)
     end = comp = 0
-    inner: dict[
-        int, tuple[tuple[int, ...], tuple[int, ...]]
-    ] = {}  # channel -> the task's own refresh rounds (last, first)
+    # channel -> the task's own refresh rounds: (last refresh of each, first refresh of each)
+    inner: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
     for ci in cis:
         tt = timings.structure(timings.key(kind, pl.style, lay.t, ci), lambda ci=ci: emit(ci))
         end, comp = max(end, tt.duration), max(comp, tt.completion)
         if tt.refreshes:
-            inner[pl.channels[ci]] = (tt.refreshes, tt.refreshes_early or tt.refreshes)
+            inner[pl.channels[ci]] = (tt.refreshes, tt.refreshes_early)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
         if encode is not None:  # encoded from a template (assemble: the stream's rows)
             per[pl.channels[ci]] += (
@@ -330,7 +329,7 @@ def _decode(
             counts = [len(inner[c][0]) if c in inner else 0 for c in chans]
             n_min, n_max = min(counts), max(counts)
             late_rel = [max(inner[c][0][k] for c in chans) for k in range(n_min)]
-            early_rel = [min(inner[c][1][k] for c in chans if counts[chans.index(c)] > k) for k in range(n_max)]
+            early_rel = [min(inner[c][1][k] for c, n in zip(chans, counts) if n > k) for k in range(n_max)]
             first = late_rel[0] if n_min else dur  # the task's first stretch without a REF
             gap = ref.max_interval * ref.tREFI
             # idle gap before the task: refresh there, due or not, as far as credit goes

@@ -64,9 +64,7 @@ def per_bank(hw: Hardware) -> bool:
 
 def round_span(hw: Hardware) -> int:
     """Cycles from the first to the last refresh of a between-task round (0: one REF)."""
-    if not per_bank(hw) or not _round_by_bank(hw):
-        return 0
-    return _span(hw)
+    return _span(hw) if _refsb_rounds(hw) else 0
 
 
 def _span(hw: Hardware) -> int:
@@ -76,16 +74,16 @@ def _span(hw: Hardware) -> int:
     return (org.banks_per_rank - 1) * hw.timing.p("tRREFD") + org.ranks - 1
 
 
-def _round_by_bank(hw: Hardware) -> bool:
-    """Per-bank devices: a round of REFSBs frees the channel sooner than one REF (every bank
+def _refsb_rounds(hw: Hardware) -> bool:
+    """A per-bank device whose round of REFSBs frees the channel sooner than one REF (every bank
     precharged, so only the rows between refresh commands and to the next ACT count)."""
     t = hw.timing
-    return t.p("tRREFD") >= hw.organization.ranks and _span(hw) + t.p("tRFCSB") < t.p("tRFC")
+    return per_bank(hw) and t.p("tRREFD") >= hw.organization.ranks and _span(hw) + t.p("tRFCSB") < t.p("tRFC")
 
 
 def refresh_round(hw: Hardware, at: int) -> list[Instruction]:
     """The decoder's refresh of every bank of a channel at cycle `at` (all banks precharged)."""
-    if per_bank(hw) and _round_by_bank(hw):
+    if _refsb_rounds(hw):
         d, bpr, ranks = hw.timing.p("tRREFD"), hw.organization.banks_per_rank, hw.organization.ranks
         return [make("REFSB", cycle=at + j * d + r, bank=r * bpr + j) for j in range(bpr) for r in range(ranks)]
     return [make("REF", cycle=at)]
@@ -95,7 +93,7 @@ def round_busy(hw: Hardware) -> int:
     """The least time a between-task round keeps its channel group from work: tRFC for a REF, the
     span plus tRFCSB for a round of REFSBs (at most round_cycles: the lumped refresh of the CP-SAT
     model and the hardware figures charge this per round and stay below the decoder's)."""
-    if per_bank(hw) and _round_by_bank(hw):
+    if _refsb_rounds(hw):
         return round_span(hw) + hw.timing.p("tRFCSB")
     return hw.timing.p("tRFC")
 
@@ -106,7 +104,7 @@ def round_cycles(hw: Hardware) -> int:
     from .task_timing import max_latency_after
 
     lat = max_latency_after(hw)
-    if per_bank(hw) and _round_by_bank(hw):
+    if _refsb_rounds(hw):
         return round_span(hw) + lat["REFSB"]
     return lat["REF"]
 
@@ -133,8 +131,8 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     for i, ins in enumerate(seq):
         # the k-th REF goes before the first instruction that would issue at or after k x tREFI
         # (counting the blocks already inserted), once the task has at least a tREFI left; not
-        # before an RDACC: the block's ACTs would open its bank just before a column read of it
-        # (ACT -> RD tRCD in the standard, which our table does not list for RDACC)
+        # before an RDACC: the block's ACTs would open its bank just before a column read of it,
+        # which then waits ACT -> RDACC tRCDRD (the table's row on the data-bus design)
         if (
             int(timing.issue[i]) + (k - 1) * block >= k * trefi
             and timing.duration - int(timing.issue[i]) > trefi

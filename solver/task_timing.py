@@ -165,8 +165,13 @@ def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
         lat_arr = np.array([lat[c] for c in COMMANDS], dtype=np.int64)
         quiet = int((times.command_cycles.astype(np.int64) + lat_arr[times.commands]).max())
     duration = max(quiet, int(times.cycles), int(times.last[-1]) + 1)
-    late, early = refresh_rounds(hw, instrs, issue)
+    late, early = (), ()
+    if np.isin(times.commands, _REFRESH).any():  # (a pass over the instructions only where there are some)
+        late, early = refresh_rounds(hw, instrs, issue)
     return TaskTiming(issue, duration, int(times.cycles), late, early)
+
+
+_REFRESH = np.array([COMMANDS.index("REF"), COMMANDS.index("REFSB")])
 
 
 def refresh_rounds(
