@@ -62,6 +62,7 @@ from ir import OpKind, Program
 
 from .mvshape import mv_shape
 from .problem import Refresh
+from .turnaround_bound import PhaseGaps, link_read_spacing, phase_gaps
 
 
 class Term(StrEnum):
@@ -122,20 +123,26 @@ def resident_bursts(hw: Hardware, program: Program, op_name: str) -> int:
     return sh.matrices * sh.rows * ceil(sh.k / hw.elements_per_burst)
 
 
-def op_work(hw: Hardware, program: Program) -> list[OpWork]:
+def op_work(hw: Hardware, program: Program, gaps: PhaseGaps | None = None, share: float = 1.0) -> list[OpWork]:
+    """Each PIM-capable op's work. The unit view (`gaps` None): MACs and, with one bank per unit,
+    row changes; the host's share of a gemv costs its link reads. The channel view (`gaps`,
+    solver/turnaround_bound.py): MACs and the load/read-out boundaries they force, no row
+    changes; the link reads may sit in those gaps, so each boundary counts `share` x E_gap +
+    (1 - `share`) x E_net and the link reads 1 - `share` of their slots."""
     pus, chans = hw.total_pus, hw.organization.channels
-    switch = row_switch_cycles(hw) if hw.pim.banks_per_pu == 1 else 0
-    # reads to the host: one burst per tLINK on a channel, and per tCCD_S within one rank
-    read_spacing = max(hw.link_cycles, hw.timing.rule("RD", "RD", "rank") if hw.organization.ranks == 1 else 0)
+    switch = row_switch_cycles(hw) if hw.pim.banks_per_pu == 1 and gaps is None else 0
+    per_mac = hw.mac_interval + (gaps.per_mac(share) if gaps is not None else 0.0)
+    reads = 1.0 - share if gaps is not None else 1.0
+    read_spacing = link_read_spacing(hw)
     out = []
     for i, op in enumerate(program.ops):
         if not op.pim_capable:
             continue
         bursts = resident_bursts(hw, program, op.name)
         rows_per_unit = bursts / pus / hw.organization.columns
-        pim = bursts * mv_shape(program, op.name).vectors / pus * hw.mac_interval + max(0.0, rows_per_unit - 1) * switch
+        pim = bursts * mv_shape(program, op.name).vectors / pus * per_mac + max(0.0, rows_per_unit - 1) * switch
         if op.kind.value == "gemv":
-            out.append(OpWork(pim, bursts / chans * read_spacing, float(host_op_cycles(hw, program, i))))
+            out.append(OpWork(pim, reads * bursts / chans * read_spacing, float(host_op_cycles(hw, program, i))))
         else:
             out.append(OpWork(pim, pim, None))
     return out
@@ -165,14 +172,22 @@ def streaming_cycles(hw: Hardware, program: Program) -> tuple[int, int]:
     return streaming_bound(hw, op_work(hw, program), 0)
 
 
-def with_refresh(hw: Hardware, work: int, per_bank_busy: bool = False) -> int:
+def with_refresh(
+    hw: Hardware, work: int, per_bank_busy: bool = False, gaps: PhaseGaps | None = None, share: float = 1.0
+) -> int:
     """`work` stretched by refresh: tRFC per tREFI (all-bank). Per-bank refresh: a unit's work
     by tRFCSB per tREFI with one bank per unit, not at all with more (another bank of the unit
-    streams meanwhile); one bank's work (`per_bank_busy`) by tRFCSB per tREFI."""
+    streams meanwhile); one bank's work (`per_bank_busy`) by tRFCSB per tREFI. A channel's work
+    in the channel view (`gaps`, `share`): a REF may sit in a gap and hide what that boundary
+    counts (PhaseGaps.refresh_busy); a REFSB stops no other unit of the channel, so nothing."""
     t = hw.timing
     busy = t.rule("REF", "ACT", "rank")
     if t.refresh_mode == "per_bank":
         busy = t.rule("REFSB", "ACT", "bank") if per_bank_busy or hw.pim.banks_per_pu == 1 else 0
+        if gaps is not None:
+            busy = 0
+    if gaps is not None:
+        busy = gaps.refresh_busy(busy, share)
     return Refresh(t.p("tREFI"), busy, t.max_postponed_refresh).stretch(work)
 
 
@@ -201,17 +216,26 @@ def host_busy_cycles(hw: Hardware, program: Program) -> tuple[int, int, int]:
     return own, fixed, share
 
 
-def streaming_bound(hw: Hardware, work: list[OpWork], host_busy: int) -> tuple[int, int]:
+def streaming_bound(
+    hw: Hardware, work: list[OpWork], host_busy: int, gaps: PhaseGaps | None = None, share: float = 1.0
+) -> tuple[int, int]:
     """(least channel work, makespan bound with refresh) when the host, busy `host_busy` cycles
-    with its own ops, takes over the best fractions of gemvs in what is left of T."""
-    lo, hi = host_busy, max(host_busy, with_refresh(hw, ceil(sum(w.pim for w in work))))
+    with its own ops, takes over the best fractions of gemvs in what is left of T. With `gaps`
+    (the channel view, `op_work(..., gaps, share)`) the work includes `share` of the first
+    load's constant (`PhaseGaps.first_fill`)."""
+    first = gaps.first_fill(share) if gaps is not None else 0.0
+
+    def channel(budget: int) -> int:
+        return max(0, ceil(channel_work_after_offload(work, budget) + first - 1e-6))
+
+    lo, hi = host_busy, max(host_busy, with_refresh(hw, channel(0), gaps=gaps, share=share))
     while lo < hi:
         mid = (lo + hi) // 2
-        if with_refresh(hw, ceil(channel_work_after_offload(work, mid - host_busy) - 1e-6)) <= mid:
+        if with_refresh(hw, channel(mid - host_busy), gaps=gaps, share=share) <= mid:
             hi = mid
         else:
             lo = mid + 1
-    return ceil(channel_work_after_offload(work, lo - host_busy) - 1e-6), lo
+    return channel(lo - host_busy), lo
 
 
 def row_period(hw: Hardware) -> int:
@@ -239,9 +263,12 @@ def row_cycle_bound(hw: Hardware, program: Program) -> int:
     return with_refresh(hw, (rows - 1) * row_period(hw) + first_column_delay(hw), per_bank_busy=True)
 
 
-def _earliest_finish(hw: Hardware, program: Program, i: int, work: OpWork | None, start: int, fed: bool) -> int:
+def _earliest_finish(
+    hw: Hardware, program: Program, i: int, work: OpWork | None, start: int, fed: bool, first_fill: float = 0.0
+) -> int:
     """Least cycle op i's output can be ready when its inputs are ready at `start` (`fed`: its
-    vector input is produced by another op, so a channel waits for the host's signal)."""
+    vector input is produced by another op, so a channel waits for the host's signal;
+    `first_fill`: the channel view's constant, PhaseGaps.first_fill, once on the op's MACs)."""
     op = program.ops[i]
     if op.kind is OpKind.kv_append:
         return start
@@ -250,14 +277,14 @@ def _earliest_finish(hw: Hardware, program: Program, i: int, work: OpWork | None
     sync = hw.host.sync_cycles
     lead = sync if fed else 0  # the vector reaches the channels; the result comes back: + sync
     macs, epi = work.pim, _epilogue_compute(hw, program, i)  # MACs over all units, row changes included
-    in_memory = start + lead + ceil(macs) + sync + epi
+    in_memory = start + lead + ceil(macs + first_fill - 1e-6) + sync + epi
     if op.kind is not OpKind.gemv:
         return in_memory
     gemm = _host_compute(hw, program, i)
     on_host = max(start, ceil(work.link)) + gemm  # the weights over the link (from cycle 0), then HOP
 
     def pim_part(f: float) -> float:  # rows [0, f) in memory, the rest on the host (HMV), then EPI
-        return start + lead + f * macs + sync
+        return start + lead + f * macs + first_fill + sync
 
     def host_part(f: float) -> float:
         return max(start, (1 - f) * work.link) + (1 - f) * gemm
@@ -270,7 +297,7 @@ def _earliest_finish(hw: Hardware, program: Program, i: int, work: OpWork | None
     return min(in_memory, on_host, split)
 
 
-def critical_path_bound(hw: Hardware, program: Program, work: list[OpWork]) -> int:
+def critical_path_bound(hw: Hardware, program: Program, work: list[OpWork], first_fill: float = 0.0) -> int:
     """The longest chain's cycles."""
     pim_work = iter(work)
     per_op = [next(pim_work) if op.pim_capable else None for op in program.ops]
@@ -280,19 +307,44 @@ def critical_path_bound(hw: Hardware, program: Program, work: list[OpWork]) -> i
         preds = [producer[t] for t in op.inputs if t in producer]
         start = max((finish[p] for p in preds), default=0)
         fed = op.pim_capable and op.inputs[0] in producer
-        finish[i] = _earliest_finish(hw, program, i, per_op[i], start, fed)
+        finish[i] = _earliest_finish(hw, program, i, per_op[i], start, fed, first_fill)
     return max(finish, default=0)
+
+
+def channel_view_streaming(hw: Hardware, program: Program, host_busy: int, gaps: PhaseGaps) -> int:
+    """The streaming bound of the channel view at the best share of its gaps against its link
+    reads (`op_work`): every share gives a valid bound; over the host's fractions the least
+    channel time is a minimax in (fraction, share), concave in the share, searched by thirds."""
+
+    def at(share: float) -> int:
+        return streaming_bound(hw, op_work(hw, program, gaps, share), host_busy, gaps, share)[1]
+
+    lo, hi, best = 0.0, 1.0, at(1.0)
+    for _ in range(24):
+        a, b = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        fa, fb = at(a), at(b)
+        best = max(best, fa, fb)
+        lo, hi = (a, hi) if fa < fb else (lo, b)
+    return best
 
 
 def hardware_bound(hw: Hardware, program: Program) -> HardwareBound:
     work = op_work(hw, program)
     own, fixed, share = host_busy_cycles(hw, program)
     _channel, streaming = streaming_bound(hw, work, own + fixed)
+    critical = critical_path_bound(hw, program, work)
+    gaps = phase_gaps(hw)
+    if gaps.gap > 0:  # the channel view: MACs with the load/read-out gaps they force
+        streaming = max(streaming, channel_view_streaming(hw, program, own + fixed, gaps))
+        # an op's own chain: its MACs with their gaps; its link reads feed the host's part
+        macs = op_work(hw, program, gaps)
+        chain = [OpWork(c.pim, u.link, u.host) for c, u in zip(macs, work)]
+        critical = max(critical, critical_path_bound(hw, program, chain, gaps.first_fill()))
     return HardwareBound(
         (
             BoundTerm(Term.STREAMING, streaming),
             BoundTerm(Term.ROW_CYCLE, row_cycle_bound(hw, program)),
             BoundTerm(Term.HOST, own + fixed + share),
-            BoundTerm(Term.CRITICAL_PATH, critical_path_bound(hw, program, work)),
+            BoundTerm(Term.CRITICAL_PATH, critical),
         )
     )

@@ -1,0 +1,141 @@
+"""The gaps that buffer loads and accumulator read-outs force into a channel's MAC stream: the
+channel view of the hardware bound's STREAMING term (solver/hardware_bound.py, issue 16).
+
+Phases. A PIM unit's MACs read the channel's global buffer (B = pim.global_buffer_bytes /
+burst_bytes bursts, written only by WRGB) and add into one of its A = pim.acc_registers
+accumulators, which only RDACC empties. A *phase* of a unit is a maximal run of its MACs with no
+WRGB of the channel and no RDACC of that unit between them. Within a phase the buffer holds at
+most B bursts and each accumulator one output (products of two outputs added into one
+accumulator are lost: the read-out is their sum), so a unit does at most A x B MACs per phase:
+each pairs one of its <= A outputs with one of the <= B buffer bursts, and a pair MAC'd twice is
+only more work. This holds for every op, batch and placement (a row split, a k split, fused ops:
+an output is an (op, row, vector)). A unit with U MACs has Phi >= U / (A B) phases, so at least
+Phi - 1 of the gaps between two consecutive MACs of the channel hold a WRGB or an RDACC of it.
+
+What a gap costs beyond the MAC spacing s = mac_interval (charged to every MAC already), from
+the timing-table rows (Timing.rule, so an overridden row moves it):
+
+- a *load gap* (w >= 1 WRGBs): MAC -> WRGB (rtw) and WRGB -> MAC (wtr) hold between any MAC and
+  any WRGB of the channel (a WRGB names every bank group and rank), so it is at least rtw + wtr:
+  E_w = rtw + wtr - s. On a data_bus device these are the read-to-write and write-to-read
+  turnarounds (hbm2-pim 16 + 19 - 4 = 31); a dedicated path has no such rows: E_w = 0 and the
+  whole term vanishes (gddr6-aim).
+- a *read-out gap* (RDACCs only, a >= 1 of them): MAC -> RDACC (tMACL), RDACC -> RDACC (rsp)
+  and RDACC -> MAC are channel rows: at least E_r + (a - 1) rsp, E_r = tMACL + RDACC -> MAC - s.
+
+The trade-off. A row split needs one load per buffer-full of the input; a k split needs only its
+slice of it (few loads) but gives each unit more outputs (more read-outs). A load gap is a
+boundary for every unit at once; a read-out gap only for the units it reads, each with an RDACC of
+its own (an RDACC reads one unit). With G_w load gaps, unit u needs (Phi_u - 1 - G_w)^+ read-out
+gaps with an RDACC of its own; the read-out gaps' cost, E_r - rsp + rsp x a, is convex in a, so
+over the P units of a channel they cost at least (Phibar - 1 - G_w)^+ x E_ro with
+E_ro = min(E_r + (P - 1) rsp, P max(0, E_r)) (all P units read in each gap when E_r >= rsp, one
+RDACC per gap otherwise), Phibar the units' mean phase count. That is linear in G_w, so the
+channel pays at least (Phibar - 1) x E_gap, E_gap = max(0, min(E_w, E_ro)), whatever mix of
+loads and read-outs a program picks. hbm2-pim: E_ro = 20 + 7 x 2 = 34 against E_w = 31 (E_gap
+31); fpga-proto (two units per channel): E_ro = 22 = E_gap.
+
+The first load. Before a channel's first MAC a WRGB wrote the buffer: that MAC is at least wtr
+after cycle 0, counted as min(wtr, E_gap) so that no counted item exceeds one gap's count.
+
+The channel. Its MAC commands are at least its busiest unit's MACs, so a channel whose units do
+U_c MACs is busy at least U_c / P x s + (U_c / (P A B) - 1) x E_gap + min(wtr, E_gap). That grows
+with U_c, so the busiest channel is at least this at U_c = U / channels: a rate of E_gap / (A B)
+per unit MAC on top of s, plus `first_fill` = min(wtr, E_gap) - E_gap <= 0 once.
+
+Link reads (a gemv's rows run on the host read their weights over the channel's link). The unit
+view of STREAMING charges a read's slot (tLINK, or tCCD_S in one rank) on top of the MACs, as if
+the channel's column path carried one or the other; this view assumes the same (the table itself
+has no row between MAC and RD), and lets the reads sit inside the gaps: a read inside a load gap
+must follow the last WRGB by WRGB -> RD and precede the first by RD -> WRGB, so a load gap with
+reads still costs E_w' = min(rtw, s - r + RD -> WRGB) + min(wtr, WRGB -> RD) - s beyond its reads'
+slots r (hbm2-pim 16 + 14 - 4 = 26); a read-out gap E_r' = min(tMACL, s - r + RD -> RDACC) +
+min(RDACC -> MAC, RDACC -> RD) - s, each further RDACC rsp' = min(rsp, RDACC -> RD + RD -> RDACC -
+r) (hbm2-pim 2 and 2; E_ro' = min(E_r' + (P - 1) rsp', P E_r') = 16): E_net = min(E_w', E_ro').
+A channel's time beyond its MACs is then at least both sum(E_gap) and sum(E_net) + its reads,
+hence any convex combination: `share` x E_gap + (1 - share) x E_net per phase plus 1 - share of
+the reads (solver/hardware_bound.op_work). share = 1 needs no assumption about reads at all.
+
+Refresh. A REF between two MACs makes that gap at least tRFC + s (the unit view's argument) with
+the turnaround rows still holding: a gap holds max, not sum, so each REF can hide one counted gap,
+and refresh stretches the work by max(0, tRFC - counted) per tREFI (`refresh_busy`). A REFSB
+(per-bank refresh) stops no command of the other units: nothing.
+
+Left out, so that it holds: a one-bank unit's row changes (they idle that unit only; the unit view
+charges them, and STREAMING takes the larger view); the WRGBs' own slots ((w - 1) x WRGB
+spacing) and the last read-out after the last MAC. An op's own chain (CRITICAL_PATH) uses the same
+rate: its MAC gaps are gaps of its channels whatever runs between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from hwmodel import Hardware
+
+
+@dataclass(frozen=True)
+class PhaseGaps:
+    """What buffer loads and read-outs add to a channel's MAC stream (module docstring)."""
+
+    gap: int  # E_gap: the least a phase boundary costs beyond the MAC spacing, loads or read-outs
+    net: int  # E_net: the same beyond the link reads the boundary's gaps may carry
+    macs_per_phase: int  # A x B: a unit's MACs between two boundaries, at most
+    first_load: int  # wtr: WRGB -> MAC, before the channel's first MAC
+
+    def counted(self, share: float = 1.0) -> float:
+        """What one phase boundary adds when `share` of E_gap and 1 - share of E_net count."""
+        return share * self.gap + (1.0 - share) * self.net
+
+    def per_mac(self, share: float = 1.0) -> float:
+        """Cycles a unit's MAC adds to its channel's work: one boundary per A x B MACs."""
+        return self.counted(share) / self.macs_per_phase
+
+    def first_fill(self, share: float = 1.0) -> float:
+        """The constant charged once per channel with MACs (<= 0): the first load, min(wtr,
+        E_gap), in place of a boundary."""
+        return share * min(self.first_load, self.gap) - self.counted(share)
+
+    def refresh_busy(self, busy: int, share: float = 1.0) -> int:
+        """What a refresh keeping the channel `busy` cycles adds once it may hide a boundary."""
+        return max(0, busy - ceil(self.counted(share)))
+
+
+def link_read_spacing(hw: Hardware) -> int:
+    """Cycles a read to the host holds a channel: one burst per tLINK, and per tCCD_S in one rank."""
+    return max(hw.link_cycles, hw.timing.rule("RD", "RD", "rank") if hw.organization.ranks == 1 else 0)
+
+
+def _readout_boundary(first: int, further: int, units: int) -> int:
+    """A boundary made of read-out gaps, over all `units` of a channel: all read in one gap (first
+    + (units - 1) x further) or one per gap (units x first), whichever is less (first >= 0)."""
+    return max(0, min(first + (units - 1) * further, units * max(0, first)))
+
+
+def phase_gaps(hw: Hardware) -> PhaseGaps:
+    t, s, r = hw.timing, hw.mac_interval, link_read_spacing(hw)
+
+    def rule(a: str, b: str, *scopes: str) -> int:
+        return max(t.rule(a, b, sc) for sc in scopes)
+
+    rtw, wtr = rule("MAC", "WRGB", "rank"), rule("WRGB", "MAC", "bank_group")
+    tmacl, r2m, rsp = rule("MAC", "RDACC", "channel"), rule("RDACC", "MAC", "channel"), rule("RDACC", "RDACC", "channel")
+    units = hw.pus_per_channel
+    gap = min(max(0, rtw + wtr - s), _readout_boundary(tmacl + r2m - s, rsp, units))
+    # with link reads inside the gaps (each holding r cycles)
+    rd2w, w2rd = rule("RD", "WRGB", "rank", "channel"), rule("WRGB", "RD", "rank", "channel")
+    rd2acc, acc2rd = rule("RD", "RDACC", "rank", "channel"), rule("RDACC", "RD", "rank", "channel")
+    load = min(rtw, s - r + rd2w) + min(wtr, w2rd) - s
+    if w2rd + rd2w < r:  # reads between two WRGBs would gain: count nothing
+        load = 0
+    further = min(rsp, acc2rd + rd2acc - r)
+    readout = _readout_boundary(min(tmacl, s - r + rd2acc) + min(r2m, acc2rd) - s, max(0, further), units)
+    if further < 0:
+        readout = 0
+    return PhaseGaps(
+        gap=max(0, gap),
+        net=max(0, min(load, readout, gap)),
+        macs_per_phase=hw.pim.acc_registers * hw.gb_bursts,
+        first_load=wtr,
+    )
