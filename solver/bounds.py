@@ -1,7 +1,8 @@
 """Solver-free lower bounds on the makespan of a decode step.
 
-- Hardware bound (solver/hardware_bound.py): from the hardware and the op graph only; its
-  streaming term with host_busy 0 is the `bandwidth_refresh_cycles` reports carry.
+- Hardware bound (solver/hardware_bound.py): from the hardware and the op graph only; the unit
+  view of its streaming term with host_busy 0 (no load/read-out boundaries,
+  solver/turnaround_bound.py) is the `bandwidth_refresh_cycles` reports carry.
 - Mode bound (critical path over modes): the longest chain of jobs, each at the shortest
   duration any of its lowered modes allows (including the sync between streams). Its durations
   are the emitter's, so it bounds the programs pimsat's lowering can express, not the hardware;

@@ -22,6 +22,16 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
   refresh (timing.refresh_mode = per_bank) a REFSB keeps only its bank busy, tRFCSB: with one
   bank per unit that unit streams nothing meanwhile (tRFCSB of every tREFI); with more, the
   unit's other banks can stream while one refreshes, so refresh costs the MACs nothing here.
+  That is the unit view; STREAMING is the larger of it and the channel view
+  (solver/turnaround_bound.py, where it is derived): a unit does at most acc_registers x
+  buffer bursts MACs between two gaps of its channel's MAC stream that hold a buffer load
+  (WRGB) or a read-out of it (RDACC), and each such boundary costs the channel at least
+  E_gap = min(load gap, read-outs of all its units) beyond the MAC spacing (hbm2-pim: the
+  read/write turnarounds of a load, 16 + 19 - 4 = 31; 0 on a dedicated write path), the first
+  load WRGB -> MAC before the first MAC; a REF hides one boundary (tRFC - E_gap per tREFI). Link
+  reads may sit in those gaps: a boundary then costs E_net beyond their slots (hbm2-pim 16), and
+  a share s of E_gap plus 1 - s of (E_net + the reads) bounds the channel for every s, searched
+  for the best. No row changes in that view (a one-bank unit's idles only that unit).
 - ROW_CYCLE: every row of a resident operand is opened at least once whichever unit or the link
   reads it; the fullest bank holds at least ceil(bursts / banks) bursts, so at least
   ceil(that / columns) rows, and one bank opens rows at most once per
@@ -35,7 +45,8 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
 - CRITICAL_PATH: the longest chain of the op graph (tensor producer -> consumer), each op at the
   earliest its output can be ready once its inputs are: a host op after its work; an op in
   memory after the sync from the host (when another op produced its vector), its MACs spread
-  over all units, the sync back and its epilogue; a gemv at the earliest of that, its GEMM on
+  over all units (with their load/read-out boundaries, the channel view), the sync back and its
+  epilogue; a gemv at the earliest of that, its GEMM on
   the host (HOP) after its inputs and its weights' link reads (which start at cycle 0, before
   the input may exist) and the best split of its rows between both (HMV and MACs from the same
   input, then EPI: the crossing of the two parts' finish over the fraction f in memory); a KV
@@ -48,6 +59,10 @@ ACT tRC, ACT -> PRE tRAS, PRE -> ACT tRP, ACT -> column tRCD, column -> PRE tRTP
 rows of the standards' lists in hwmodel/standards (sim/stdcheck.py); the values are read from the
 device's own timing-table rows (Timing.rule: a row overridden by index, `--set
 timing.constraints[I].latency=...`, moves the bound with the simulator), as the simulator uses them.
+One assumption is not a row: a channel's link reads (RD) and MACs are charged one after the other
+(the unit view's link term, the channel view's E_net); the table has no MAC <-> RD row, so a
+program could interleave them, which pimsat's emitter never does. The channel view at share 1
+does not use it.
 """
 
 from __future__ import annotations

@@ -120,7 +120,11 @@ def phase_gaps(hw: Hardware) -> PhaseGaps:
         return max(t.rule(a, b, sc) for sc in scopes)
 
     rtw, wtr = rule("MAC", "WRGB", "rank"), rule("WRGB", "MAC", "bank_group")
-    tmacl, r2m, rsp = rule("MAC", "RDACC", "channel"), rule("RDACC", "MAC", "channel"), rule("RDACC", "RDACC", "channel")
+    tmacl, r2m, rsp = (
+        rule("MAC", "RDACC", "channel"),
+        rule("RDACC", "MAC", "channel"),
+        rule("RDACC", "RDACC", "channel"),
+    )
     units = hw.pus_per_channel
     gap = min(max(0, rtw + wtr - s), _readout_boundary(tmacl + r2m - s, rsp, units))
     # with link reads inside the gaps (each holding r cycles)

@@ -93,6 +93,12 @@ OVERRIDES = st.lists(
             "host.dispatch_cycles=0",
             "host.matrix_macs_per_cycle=4096",
             "host.vector_elements_per_cycle=1",
+            # the load/read-out boundaries (solver/turnaround_bound.py): a tiny buffer, few
+            # accumulators, either write path
+            "pim.global_buffer_bytes=64",
+            "pim.acc_registers=2",
+            "pim.gb_write_path=dedicated",
+            "pim.gb_write_path=data_bus",
         ]
     ),
     max_size=3,
@@ -105,7 +111,7 @@ OVERRIDES = st.lists(
     kind=st.sampled_from(["gemv", "attention"]),
     n=st.integers(1, 96),
     k=st.integers(1, 160),
-    batch=st.integers(1, 3),
+    batch=st.sampled_from([1, 2, 3, 4, 16]),
     context=st.integers(0, 40),
     preset=PRESETS,
     overrides=OVERRIDES,

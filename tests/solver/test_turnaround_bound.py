@@ -1,0 +1,106 @@
+"""The load/read-out boundaries of the hardware bound's channel view (solver/turnaround_bound.py):
+the costs by hand from the timing rows, the term at a phase boundary, and never above a simulated
+program where it binds (tiny buffers, few accumulators, batches, both write paths)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwmodel import load_hardware
+from pimsat.instance import Instance
+from pimsat.pipeline import SolveOptions, run
+from solver.hardware_bound import Term, hardware_bound, op_work
+from solver.turnaround_bound import phase_gaps
+
+
+def test_costs_by_hand_hbm2_pim():
+    g = phase_gaps(load_hardware("hbm2-pim"))
+    # a load gap: MAC -> WRGB 20 + 2 + 2 - 8 = 16, WRGB -> MAC 8 + 2 + 9 = 19, less tMAC 4: 31;
+    # read-outs of all 8 units: tMACL 22 + RDACC -> MAC 2 - 4 + 7 RDACCs x 2 = 34
+    assert g.gap == 31
+    # with link reads (2 cycles each) inside: a load gap min(16, 4 - 2 + RD -> WRGB 16) + min(19,
+    # WRGB -> RD 14) - 4 = 26; read-outs min(22, 4 - 2 + RD -> RDACC 2) + min(2, RDACC -> RD 2)
+    # - 4 = 2 for the first unit, 2 for each further one: 16
+    assert g.net == 16
+    assert g.macs_per_phase == 8 * 8  # accumulators x buffer bursts (256 B / 32 B)
+    assert g.first_load == 19
+    # a REF may sit in one boundary's gap: tRFC 350 less what that boundary counts
+    assert g.refresh_busy(350) == 350 - 31 and g.refresh_busy(350, 0.0) == 350 - 16
+    assert g.refresh_busy(20) == 0
+
+
+def test_a_dedicated_write_path_has_no_turnaround_so_no_term():
+    g = phase_gaps(load_hardware("hbm2-pim", ["pim.gb_write_path=dedicated"]))
+    assert g.gap == g.net == 0
+    assert phase_gaps(load_hardware("gddr6-aim")).gap == 0
+
+
+def test_the_costs_follow_an_overridden_row():
+    hw = load_hardware("hbm2-pim")
+    i = next(
+        i
+        for i, c in enumerate(hw.timing.constraints)
+        if (c.prev, c.next, c.scope) == ("WRGB", "MAC", "bank_group") and c.when == "data_bus"
+    )
+    moved = phase_gaps(load_hardware("hbm2-pim", [f"timing.constraints[{i}].latency=40"]))
+    assert moved.first_load == 40
+    assert moved.gap == 34  # the load gap 16 + 40 - 4 = 52 is now dearer than the read-outs' 34
+
+
+@pytest.mark.parametrize(
+    ("rows", "sets", "channel"),
+    [
+        # 16 rows x 16 bursts over 4 units: 64 MACs each = one phase of 8 accumulators x 8
+        # bursts, no boundary; the first load WRGB -> MAC 19 before the first MAC
+        (16, [], 64 * 4 + 19),
+        # 32 rows: 128 MACs per unit, two phases: one boundary of E_gap 22 (fpga-proto: 2 units
+        # read out, 20 + 2, below a load's 31)
+        (32, [], 128 * 4 + 22 + 19),
+        # a buffer of 4 bursts: 64 MACs per unit are two phases of 8 x 4
+        (16, ["pim.global_buffer_bytes=128"], 64 * 4 + 22 + 19),
+        # a dedicated path: MACs alone
+        (16, ["pim.gb_write_path=dedicated"], 64 * 4),
+    ],
+)
+def test_the_term_at_a_phase_boundary_and_no_program_below(rows, sets, channel):
+    """A channel's work in the channel view with every row in memory (the streaming term may let
+    the host take a fraction), and every method's program above the bound."""
+    inst = Instance(
+        name=f"gaps-{rows}",
+        program={"kind": "gemv", "n": rows, "k": 256},
+        hardware={"preset": "fpga-proto", "set": sets},
+    )
+    hw, program = inst.build_hardware(), inst.build_program()
+    g = phase_gaps(hw)
+    assert sum(w.pim for w in op_work(hw, program, g)) + g.first_fill() == channel
+    hb = hardware_bound(hw, program)
+    for method in ("naive", "greedy", "cpsat"):
+        r = run(inst, SolveOptions(method=method, time_limit=5.0, workers=1, functional=False))
+        assert hb.cycles <= r.sim.cycles == r.compiled.predicted_cycles, (method, hb.as_dict(), r.sim.cycles)
+
+
+def test_the_turnarounds_raise_streaming_on_a_data_bus_device_and_no_program_beats_it():
+    """GEMV 256 x 1024 on two hbm2-pim channels: the unit view is the same with either write path
+    (the turnaround rows are not its rows); the channel view adds the boundaries."""
+
+    def inst(path: str) -> Instance:
+        sets = ["organization.channels=2", "organization.rows=256", f"pim.gb_write_path={path}"]
+        return Instance(
+            name=f"gaps-{path}",
+            program={"kind": "gemv", "n": 256, "k": 1024},
+            hardware={"preset": "hbm2-pim", "set": sets},
+        )
+
+    data_bus, dedicated = (
+        hardware_bound(i.build_hardware(), i.build_program()) for i in (inst("data_bus"), inst("dedicated"))
+    )
+    # unit view: 256 x 64 bursts / 16 units = 1,024 MACs x 4 per unit, one REF (tRFC 350)
+    assert dedicated.as_dict()[Term.STREAMING] == 4096 + 350
+    # channel view: 1,024 MACs per unit are 16 phases of 8 x 8: 15 boundaries of 31, the first
+    # load 19, the REF hiding one boundary; the host's fraction (its GEMM in what is left of T,
+    # its weights' reads inside the gaps) takes a little off
+    full = 4096 + 15 * 31 + 19 + (350 - 31)
+    assert full - 100 < data_bus.as_dict()[Term.STREAMING] <= full
+    for method in ("naive", "greedy", "cpsat"):
+        r = run(inst("data_bus"), SolveOptions(method=method, time_limit=5.0, workers=1, functional=False))
+        assert data_bus.cycles <= r.sim.cycles, (method, data_bus.as_dict(), r.sim.cycles)
