@@ -22,6 +22,7 @@ the timing-table rows (Timing.rule, so an overridden row moves it):
   whole term vanishes (gddr6-aim).
 - a *read-out gap* (RDACCs only, a >= 1 of them): MAC -> RDACC (tMACL), RDACC -> RDACC (rsp)
   and RDACC -> MAC are channel rows: at least E_r + (a - 1) rsp, E_r = tMACL + RDACC -> MAC - s.
+  A gap holding both is a load gap: its two rows still hold.
 
 The trade-off. A row split needs one load per buffer-full of the input; a k split needs only its
 slice of it (few loads) but gives each unit more outputs (more read-outs). A load gap is a
@@ -46,8 +47,9 @@ per unit MAC on top of s, plus `first_fill` = min(wtr, E_gap) - E_gap <= 0 once.
 Link reads (a gemv's rows run on the host read their weights over the channel's link). The unit
 view of STREAMING charges a read's slot (tLINK, or tCCD_S in one rank) on top of the MACs, as if
 the channel's column path carried one or the other; this view assumes the same (the table itself
-has no row between MAC and RD), and lets the reads sit inside the gaps: a read inside a load gap
-must follow the last WRGB by WRGB -> RD and precede the first by RD -> WRGB, so a load gap with
+has no row between MAC and RD), and lets the reads sit inside the gaps: in a load gap a read
+before the first WRGB precedes it by RD -> WRGB, one after the last follows it by WRGB -> RD
+(and its slot ends before the next MAC), one between two WRGBs does both, so a load gap with
 reads still costs E_w' = min(rtw, s - r + RD -> WRGB) + min(wtr, WRGB -> RD) - s beyond its reads'
 slots r (hbm2-pim 16 + 14 - 4 = 26); a read-out gap E_r' = min(tMACL, s - r + RD -> RDACC) +
 min(RDACC -> MAC, RDACC -> RD) - s, each further RDACC rsp' = min(rsp, RDACC -> RD + RD -> RDACC -
