@@ -104,3 +104,52 @@ def test_the_turnarounds_raise_streaming_on_a_data_bus_device_and_no_program_bea
     for method in ("naive", "greedy", "cpsat"):
         r = run(inst("data_bus"), SolveOptions(method=method, time_limit=5.0, workers=1, functional=False))
         assert data_bus.cycles <= r.sim.cycles, (method, data_bus.as_dict(), r.sim.cycles)
+
+
+HBM2_2CH = ["organization.channels=2", "organization.rows=256"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "program", "sets"),
+    [
+        # batch 16 through a 1-burst buffer and 2 accumulators: 2 MACs per phase
+        (
+            "fpga-proto",
+            {"kind": "gemv", "n": 8, "k": 512, "batch": 16},
+            ["pim.global_buffer_bytes=32", "pim.acc_registers=2"],
+        ),
+        # a k-split-friendly shape (16 rows, k 1024) with 2 x 2 MACs per phase
+        (
+            "hbm2-pim",
+            {"kind": "gemv", "n": 16, "k": 1024, "batch": 2},
+            HBM2_2CH + ["pim.global_buffer_bytes=64", "pim.acc_registers=2"],
+        ),
+        # attention at batch 4 through a 1-burst buffer
+        (
+            "fpga-proto",
+            {"kind": "attention", "heads": 2, "kv_heads": 2, "head_dim": 32, "context": 40, "batch": 4},
+            ["pim.global_buffer_bytes=32"],
+        ),
+    ],
+    ids=["gemv-b16-gb32-acc2", "gemv-ksplit-b2-hbm2", "attention-b4-gb32"],
+)
+def test_where_the_boundaries_bind_no_program_is_below(preset, program, sets):
+    """Cases where the channel view sets the bound (it is above the same device's with a
+    dedicated write path, where the term is 0): every method's program is still above it."""
+
+    def inst(path: str) -> Instance:
+        return Instance(
+            name="gaps-binds", program=program, hardware={"preset": preset, "set": sets + [f"pim.gb_write_path={path}"]}
+        )
+
+    data_bus, dedicated = (
+        hardware_bound(i.build_hardware(), i.build_program()) for i in (inst("data_bus"), inst("dedicated"))
+    )
+    assert data_bus.cycles > dedicated.cycles
+    for method in ("naive", "greedy", "cpsat"):
+        r = run(inst("data_bus"), SolveOptions(method=method, time_limit=5.0, workers=1, groups=2, functional=False))
+        assert data_bus.cycles <= r.sim.cycles == r.compiled.predicted_cycles, (
+            method,
+            data_bus.as_dict(),
+            r.sim.cycles,
+        )
