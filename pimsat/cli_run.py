@@ -22,13 +22,13 @@ from .instance import instance_files, load_instance
 from .options import (
     DEFAULT_WORK_BUDGET,
     DETERMINISTIC_TIME,
+    LOWER_JOBS_HELP,
     SEED,
     SIM_JOBS,
     SIM_JOBS_HELP,
     TIME_LIMIT,
     WORKERS,
     nonempty,
-    sim_jobs_of,
 )
 
 METHODS = tuple(m.value for m in Method)
@@ -95,6 +95,7 @@ def _solve_options(
     record=False,
     live: LiveProgress | None = None,
     sim_jobs: int = 1,
+    lower_jobs: int = 1,
 ):
     """record: keep the simulator's command log (only trace.json needs it; without it a
     timing-only simulation is streamed and its memory does not grow with the program).
@@ -112,7 +113,8 @@ def _solve_options(
         record=record,
         progress=live.update if live else None,
         sim_progress=live.simulating if live else None,
-        sim_jobs=sim_jobs_of(sim_jobs),
+        sim_jobs=sim_jobs,
+        lower_jobs=lower_jobs,
     )
 
 
@@ -140,7 +142,8 @@ def _solver_flags(fn):
         help="Channel groups (identical channels scheduled in lockstep).",
     )(fn)
     fn = click.option("--timing-only", is_flag=True, help="Simulate timing only (no values).")(fn)
-    fn = click.option("--sim-jobs", type=SIM_JOBS, default=1, show_default=True, help=SIM_JOBS_HELP)(fn)
+    fn = click.option("--sim-jobs", type=SIM_JOBS, default=0, show_default=True, help=SIM_JOBS_HELP)(fn)
+    fn = click.option("--lower-jobs", type=SIM_JOBS, default=0, show_default=True, help=LOWER_JOBS_HELP)(fn)
     fn = click.option(
         "--deterministic-time",
         type=DETERMINISTIC_TIME,
@@ -198,6 +201,7 @@ def solve(
     groups,
     timing_only,
     sim_jobs,
+    lower_jobs,
     deterministic_time,
 ) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
@@ -229,6 +233,7 @@ def solve(
                 record=out is not None or command_level,
                 live=live,
                 sim_jobs=sim_jobs,
+                lower_jobs=lower_jobs,
             ),
             sets,
             preset,
@@ -305,6 +310,7 @@ def compare(
     groups,
     timing_only,
     sim_jobs,
+    lower_jobs,
     deterministic_time,
 ) -> None:
     """Compare methods on instances: one table (and CSV/JSON)."""
@@ -335,6 +341,7 @@ def compare(
                         deterministic_time,
                         live=live,
                         sim_jobs=sim_jobs,
+                        lower_jobs=lower_jobs,
                     ),
                     sets,
                     preset,

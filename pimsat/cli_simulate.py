@@ -10,7 +10,7 @@ import click
 
 from .cli_base import CompilerError, UserError, guard, main
 from .cli_base import cell as _cell
-from .options import SIM_JOBS, SIM_JOBS_HELP, nonempty, sim_jobs_of
+from .options import SIM_JOBS, SIM_JOBS_HELP, nonempty
 
 
 @main.command()
@@ -22,7 +22,7 @@ from .options import SIM_JOBS, SIM_JOBS_HELP, nonempty, sim_jobs_of
 @click.option("--vcd", type=click.Path(), default=None, callback=nonempty, help="VCD waveform.")
 @click.option("--log", "log_path", type=click.Path(), default=None, callback=nonempty, help="Command log CSV.")
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--jobs", type=SIM_JOBS, default=1, show_default=True, help=SIM_JOBS_HELP)
+@click.option("--jobs", type=SIM_JOBS, default=0, show_default=True, help=SIM_JOBS_HELP)
 @guard
 def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_json, jobs) -> None:
     """Simulate the instruction streams in STREAMS_DIR (written by `pimsat solve --out`)."""
@@ -52,7 +52,7 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
             inputs=inputs,
             functional=functional,
             record=record,
-            jobs=sim_jobs_of(jobs),
+            jobs=jobs,
         )
     except sim.SimulationError as e:
         # an emitted program the simulator refuses is a compiler bug; one changed since is not

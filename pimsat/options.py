@@ -44,22 +44,14 @@ TIME_LIMIT = FiniteFloat(0.0, MAX_SECONDS, lo_open=True)
 DETERMINISTIC_TIME = FiniteFloat(0.0)
 WORKERS = click.IntRange(1, WORKERS_MAX)
 SIM_JOBS_HELP = (
-    "Threads simulating channel streams at once (0: one per core); the result and any error are "
-    "those of 1 (one after another)."
+    "Threads simulating channel streams at once (0: one per core for programs of 4 M channel "
+    "instructions or more, else 1); the result and any error are those of 1 (one after another)."
 )
 SIM_JOBS = click.IntRange(0, WORKERS_MAX)
-
-
-def sim_jobs_of(jobs: int) -> int:
-    """--jobs / --sim-jobs: 0 is the cores this process may run on."""
-    if jobs:
-        return jobs
-    import os
-
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+LOWER_JOBS_HELP = (
+    "Processes timing the distinct PIM op shapes of a large program before lowering (0: one per "
+    "core); the lowered problem is that of 1. Small programs are lowered in one."
+)
 
 
 SEED = click.IntRange(*INT32)

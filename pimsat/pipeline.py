@@ -16,6 +16,7 @@ from hwmodel.numerics import within_tolerance
 from solver.bounds import Bounds, lower_bounds
 from solver.decode import Compiled, decode
 from solver.lower import Lowering, LoweringError, LowerOptions, lower
+from solver.lower_parallel import warm
 from solver.payload import Style
 from solver.problem import Method, SchedulingProblem, Solution, Status
 from solver.task_timing import TimingCache, use_oracle
@@ -53,7 +54,10 @@ class SolveOptions:
     record: bool = True  # keep the simulator's command log (trace.json); timing-only runs without it are streamed
     progress: Callable[[float, int | None, int | None], None] | None = None
     sim_progress: Callable[[int, int], None] | None = None  # (instructions simulated, instructions), now and then
-    sim_jobs: int = 1  # threads simulating channel streams at once (sim.simulate's jobs; same result)
+    sim_jobs: int = 1  # threads simulating channel streams at once (sim.simulate's jobs, 0: by size; same result)
+    lower_jobs: int = (
+        1  # processes timing a large program's PIM shapes (solver/lower_parallel.py, 0: cores; same result)
+    )
 
 
 @dataclass
@@ -146,12 +150,22 @@ class Lowered:
         return self.by_style[Style.NAIVE if Method(method) is Method.NAIVE else Style.OVERLAP]
 
 
-def lower_program(hw: Hardware, program: ir.Program, groups: int, timings: TimingCache | None = None) -> Lowered:
+def lower_program(
+    hw: Hardware, program: ir.Program, groups: int, timings: TimingCache | None = None, jobs: int = 1
+) -> Lowered:
     """Stage 1: lower both styles (exact task durations) and compute the solver-free bound.
     `timings`: task timings shared with earlier lowerings of hardware with the same timing
-    fingerprint (solver.task_timing.TimingCache); the result is the same without it."""
+    fingerprint (solver.task_timing.TimingCache); the result is the same without it. The two
+    styles always share one store: the overlap lowering times the naive style's tilings as
+    alternatives, which the naive lowering then need not emit again, and the methods' streamed
+    decodes relocate each other's encoded tasks.
+    `jobs`: processes timing the distinct PIM shapes first (solver/lower_parallel.py; large
+    programs only), the same result as one."""
+    timings = timings if timings is not None else TimingCache(size=1)
+    options = tuple(LowerOptions(groups=groups, style=s) for s in Style)
     try:
-        by_style = {s: lower(hw, program, LowerOptions(groups=groups, style=s), timings) for s in Style}
+        warm(hw, program, options, timings.store(hw), jobs)
+        by_style = {o.style: lower(hw, program, o, timings) for o in options}
     except LoweringError as e:
         raise InfeasibleError(str(e)) from None
     bounds = lower_bounds(hw, program, by_style[Style.OVERLAP][0], by_style[Style.NAIVE][0])
@@ -170,11 +184,11 @@ class LoweringCache:
         self.timings = timings
         self._entries: dict[tuple, Lowered] = {}
 
-    def lowered(self, instance: Instance, hw: Hardware, program: ir.Program, groups: int) -> Lowered:
+    def lowered(self, instance: Instance, hw: Hardware, program: ir.Program, groups: int, jobs: int = 1) -> Lowered:
         key = (instance.model_dump_json(), hw.model_dump_json(), groups)
         hit = self._entries.pop(key, None)
         if hit is None:
-            hit = lower_program(hw, program, groups, self.timings)
+            hit = lower_program(hw, program, groups, self.timings, jobs)
         self._entries[key] = hit  # most recent last
         while len(self._entries) > self.size:
             self._entries.pop(next(iter(self._entries)))
@@ -341,7 +355,7 @@ def run(
     program = instance.build_program()
     hw = hardware if hardware is not None else instance.build_hardware(hw_overrides, preset)
     _check_capacity(hw, program)
-    lowered = (cache or DEFAULT_CACHE).lowered(instance, hw, program, opts.groups)
+    lowered = (cache or DEFAULT_CACHE).lowered(instance, hw, program, opts.groups, opts.lower_jobs)
     problem, lowering = lowered.for_method(opts.method)
     clock["lower"] = time.perf_counter() - t0
 

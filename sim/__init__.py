@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hwmodel.cores import available_cores
 from hwmodel.model import COMMANDS, Hardware
 from hwmodel.numerics import within_tolerance
 from hwmodel.streams import StreamSet
@@ -75,6 +76,11 @@ __all__ = [
 ]
 
 
+# `jobs=0` runs channel streams on every core from this many channel instructions on (below it,
+# a run takes a fraction of a second and the threads' start-up and hand-offs cost about as much)
+PARALLEL_INSTRUCTIONS = 4_000_000
+
+
 def simulate(
     hw: Hardware,
     streams: StreamSet,
@@ -92,8 +98,11 @@ def simulate(
     kernel reads each channel a slice at a time, so its memory does not grow with the program,
     and the result keeps no per-instruction channel times (`channel_times` is empty); `progress`
     (instructions read, instructions) is called now and then while it runs. jobs: threads that
-    run channel streams at once in the timing pass (sim/parallel.py; 1: one after another); the
-    result, and the error raised, are the same for every value."""
+    run channel streams at once in the timing pass (sim/parallel.py; 1: one after another; 0: one
+    per core for streams of PARALLEL_INSTRUCTIONS or more, else 1); the result, and the error
+    raised, are the same for every value."""
+    if jobs == 0:
+        jobs = available_cores() if sum(len(ch) for ch in streams.channels) >= PARALLEL_INSTRUCTIONS else 1
     if functional and program is None:
         raise SimulationError("stream", "a functional run needs the program (or pass functional=False)")
     nsym = len(streams.symbols) if functional or streams.symbols else None  # timing-only probes may omit symbols

@@ -408,7 +408,9 @@ class Lowerer:
             "host", tuple(tasks) + (hop,), tuple(edges), (hop.name,), hop.name, usage, ModePayload((tiling,), roles)
         )
 
-    def build(self) -> tuple[SchedulingProblem, Lowering]:
+    def build(self, only: frozenset[str] | None = None) -> tuple[SchedulingProblem, Lowering] | None:
+        """The problem and its lowering. `only`: lower just these ops (their tasks timed into the
+        shared store, solver/lower_parallel.py) and return None."""
         p = self.p
         index = {op.name: i for i, op in enumerate(p.ops)}
         producers = p.producers()
@@ -421,6 +423,8 @@ class Lowerer:
         chains = host_chains(p) if self.opt.fuse else {}
         for op in ops:
             if op.kind is OpKind.kv_append or absorbed.get(op.name):
+                continue
+            if only is not None and op.name not in only:
                 continue
             i = index[op.name]
             covered = [op.name]
@@ -489,6 +493,8 @@ class Lowerer:
                 modes = modes[:1]
             jobs.append(self._job(op.name, covered, modes))
             self._job_deps(op.name, covered, producers, absorbed, deps)
+        if only is not None:
+            return None
         names = {j.name for j in jobs}
         job_name = {o: j.name for j in jobs for o in j.ops}
         position = {j.name: i for i, j in enumerate(jobs)}

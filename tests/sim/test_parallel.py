@@ -293,3 +293,26 @@ def test_first_slices_from_files_are_read_on_the_threads(tmp_path, monkeypatch):
     kind, serial = outcome(hw, bad, prog, 1, **kw)
     assert kind == "error" and "issue stamp" in serial[0]
     assert outcome(hw, bad, prog, 2, **kw) == (kind, serial)
+
+
+def test_jobs_zero_runs_large_programs_on_every_core(monkeypatch):
+    """jobs=0: serial below sim.PARALLEL_INSTRUCTIONS channel instructions, one thread per core
+    from there on; the serial bytes either way."""
+    import sim.engine
+
+    hw, prog, ss = _compiled("micro/gemv-4096-hbm2-64ch", True)
+    kw = dict(functional=False, record=False)
+    used = []
+    real = sim.engine.run_timing
+    monkeypatch.setattr(sim, "run_timing", lambda *a, **k: (used.append(k["jobs"]), real(*a, **k))[1])
+    monkeypatch.setattr(sim, "available_cores", lambda: 2)
+    serial = outcome(hw, ss, prog, 1, **kw)
+    n = sum(len(c) for c in ss.channels)
+    monkeypatch.setattr(sim, "PARALLEL_INSTRUCTIONS", n + 1)
+    used.clear()
+    assert outcome(hw, ss, prog, 0, **kw) == serial
+    assert used and set(used) == {1}  # (a lazy stream's decode times tasks through the simulator too)
+    monkeypatch.setattr(sim, "PARALLEL_INSTRUCTIONS", n)
+    used.clear()
+    assert outcome(hw, ss, prog, 0, **kw) == serial
+    assert used[0] == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import random
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ ROOT = str(Path(__file__).resolve().parents[2])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+import solver.task_timing as task_timing  # noqa: E402
+from pimsat.instance import load_instance  # noqa: E402
+from pimsat.pipeline import lower_program  # noqa: E402
 from solver.problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task  # noqa: E402
 from solver.synthetic import pim_mode  # noqa: E402,F401
 
@@ -171,3 +175,41 @@ def _longest_path(tasks, arcs):
             if indeg[b] == 0:
                 stack.append(b)
     return start if seen == len(tasks) else None
+
+
+# ----------------------------------------------------------------------------- lowering
+@contextmanager
+def counted_oracle():
+    """The number of command sequences the timing oracle is asked to time (a list of one int)."""
+    inner = task_timing.timing_oracle()
+    calls = [0]
+
+    def oracle(hw, instrs):
+        calls[0] += 1
+        return inner(hw, instrs)
+
+    task_timing.use_oracle(oracle)
+    try:
+        yield calls
+    finally:
+        task_timing.use_oracle(inner)
+
+
+def lowered_at(path, sets=(), timings=None):
+    inst = load_instance(path)
+    hw, program = inst.build_hardware(list(sets)), inst.build_program()
+    return hw, lower_program(hw, program, 4, timings)
+
+
+def lowering_summary(lowered):
+    """Everything lowering decides: per style every job's modes, tasks and durations, the timings
+    by structure, the timed choices, and the bounds."""
+    out = {}
+    for style, (problem, lowering) in lowered.by_style.items():
+        jobs = [(j.name, [(m.name, m.tasks, m.edges) for m in j.modes]) for j in problem.jobs]
+        structures = {
+            k: (t.duration, t.completion, t.refreshes, t.issue.tobytes()) for k, t in lowering.structures.items()
+        }
+        out[style] = (jobs, structures, lowering.split_macs, lowering.vector_groups,
+                      lowering.double_buffers, lowering.max_tail)  # fmt: skip
+    return out, lowered.bounds.hardware.as_dict(), lowered.bounds.cycles

@@ -6,10 +6,10 @@ Oracle calls are counted: every emitted task reaches the simulator through the t
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from solver_testkit import counted_oracle, lowered_at, lowering_summary
 
 import solver.task_timing as task_timing
 from hwmodel.model import Host
@@ -25,52 +25,16 @@ HOST_ONLY = ["host.dispatch_cycles=37", "host.sync_cycles=3", "host.vector_eleme
              "host.matrix_macs_per_cycle=9"]  # fmt: skip
 
 
-@contextmanager
-def counted_oracle():
-    """The number of command sequences the timing oracle is asked to time (a list of one int)."""
-    inner = task_timing.timing_oracle()
-    calls = [0]
-
-    def oracle(hw, instrs):
-        calls[0] += 1
-        return inner(hw, instrs)
-
-    task_timing.use_oracle(oracle)
-    try:
-        yield calls
-    finally:
-        task_timing.use_oracle(inner)
-
-
-def _lowered(path, sets=(), timings=None):
-    inst = load_instance(path)
-    hw, program = inst.build_hardware(list(sets)), inst.build_program()
-    return hw, lower_program(hw, program, 4, timings)
-
-
-def _summary(lowered):
-    """Everything lowering decides: per style every job's modes, tasks and durations, the timings
-    by structure, the timed choices, and the bounds."""
-    out = {}
-    for style, (problem, lowering) in lowered.by_style.items():
-        jobs = [(j.name, [(m.name, m.tasks, m.edges) for m in j.modes]) for j in problem.jobs]
-        structures = {
-            k: (t.duration, t.completion, t.refreshes, t.issue.tobytes()) for k, t in lowering.structures.items()
-        }
-        out[style] = (jobs, structures, lowering.split_macs, lowering.vector_groups, lowering.max_tail)
-    return out, lowered.bounds.hardware.as_dict(), lowered.bounds.cycles
-
-
 @pytest.mark.parametrize("path", [GEMV, ATTN, LAYER], ids=lambda p: p.stem)
 def test_a_host_only_change_times_no_task_and_lowers_alike(path):
     cache = TimingCache()
     with counted_oracle() as calls:
-        hw0, _ = _lowered(path, timings=cache)
+        hw0, _ = lowered_at(path, timings=cache)
         first, misses = calls[0], cache.store(hw0).misses
         seen = set(cache.store(hw0).timings)
-        hw, cached = _lowered(path, HOST_ONLY, timings=cache)
+        hw, cached = lowered_at(path, HOST_ONLY, timings=cache)
         again = calls[0] - first
-        _, fresh = _lowered(path, HOST_ONLY)
+        _, fresh = lowered_at(path, HOST_ONLY)
     # no task timed again; only structures the first lowering had no use for are new: the row
     # counts of split modes (solver/split.py) follow the host's rates
     new = set(cache.store(hw).timings) - seen
@@ -79,7 +43,7 @@ def test_a_host_only_change_times_no_task_and_lowers_alike(path):
         whole = max(k[0][2][2] for k in seen if k[0][0] in ("mv", "rd"))
         assert all(k[0][0] in ("mv", "rd") and k[0][2][2] < whole for k in new)
     assert hw.host.dispatch_cycles == 37  # the host did change, and so do the host tasks ...
-    assert _summary(cached) == _summary(fresh)  # ... exactly as without the cache
+    assert lowering_summary(cached) == lowering_summary(fresh)  # ... exactly as without the cache
     assert len(cache) == 1
     store = cache.store(hw)
     assert store.misses == misses + len(new) and misses > 0 and store.hits > 0
@@ -100,19 +64,19 @@ def test_a_host_only_change_times_no_task_and_lowers_alike(path):
 )
 def test_a_field_timing_reads_is_a_miss(change):
     cache = TimingCache()
-    hw0, _ = _lowered(ATTN, timings=cache)
+    hw0, _ = lowered_at(ATTN, timings=cache)
     with counted_oracle() as calls:
-        hw, cached = _lowered(ATTN, [change], timings=cache)
+        hw, cached = lowered_at(ATTN, [change], timings=cache)
     assert timing_fingerprint(hw) != timing_fingerprint(hw0)
     assert calls[0] > 0
     assert len(cache) == 2
-    _, fresh = _lowered(ATTN, [change])
-    assert _summary(cached) == _summary(fresh)
+    _, fresh = lowered_at(ATTN, [change])
+    assert lowering_summary(cached) == lowering_summary(fresh)
 
 
 def test_the_link_rate_enters_through_tlink():
-    hw0, _ = _lowered(ATTN)
-    hw1, _ = _lowered(ATTN, ["host.link_bytes_per_cycle=4"])
+    hw0, _ = lowered_at(ATTN)
+    hw1, _ = lowered_at(ATTN, ["host.link_bytes_per_cycle=4"])
     assert hw1.timing.p("tLINK") != hw0.timing.p("tLINK")
 
 
