@@ -31,6 +31,11 @@ from hwmodel.table import (  # noqa: F401
 assert OP_SIG % 2 == 0 and OP_WAIT == OP_SIG + 1  # SignalMap.densify finds both by op >> 1
 
 
+def sync_rows(table: np.ndarray) -> np.ndarray:
+    """The indices of `table`'s SIG and WAIT rows (adjacent opcodes: one pass)."""
+    return np.flatnonzero((table[:, C_OP] >> 1) == OP_SIG >> 1)
+
+
 class SignalMap:
     """Dense indices for ISA signal ids, handed out in order of first sight (the kernel indexes a
     flat array by them), and that array: -1 = unset, else the cycle the signal was set. Streams
@@ -40,16 +45,18 @@ class SignalMap:
         self.index: dict[int, int] = {}
         self.time = np.full(1, -1, dtype=np.int64)
 
-    def densify(self, table: np.ndarray) -> np.ndarray:
-        """Rewrite the signal ids of `table`'s SIG/WAIT rows to dense indices (in place)."""
-        self.assign(table)
+    def densify(self, table: np.ndarray, sel: np.ndarray | None = None) -> np.ndarray:
+        """Rewrite the signal ids of `table`'s SIG/WAIT rows (`sel`, found here if None) to dense
+        indices (in place)."""
+        self.assign(table, sel)
         if self.short():
             self.grow()
         return table
 
-    def assign(self, table: np.ndarray) -> np.ndarray:
+    def assign(self, table: np.ndarray, sel: np.ndarray | None = None) -> np.ndarray:
         """`densify` without growing the array (see `short`, `grow`)."""
-        sel = np.flatnonzero((table[:, C_OP] >> 1) == OP_SIG >> 1)  # SIG and WAIT rows, in one pass
+        if sel is None:
+            sel = sync_rows(table)
         if len(sel):
             uniq, inverse = np.unique(table[sel, C_ROW], return_inverse=True)
             dense = np.array([self.index.setdefault(int(x), len(self.index)) for x in uniq], dtype=np.int64)

@@ -19,7 +19,7 @@ from hwmodel.model import COMMANDS, Hardware
 from hwmodel.record_stream import RecordStream
 
 from . import channel as K
-from .encode import C_BANK, C_N, C_OP, C_STAMP, C_SYM, OP_SIG, OP_WAIT, OPCODES, SignalMap, encode_stream
+from .encode import C_BANK, C_N, C_OP, C_STAMP, C_SYM, OP_SIG, OP_WAIT, OPCODES, SignalMap, encode_stream, sync_rows
 from .errors import SimulationError
 from .host import HostRunner
 from .records import record_rows_ops
@@ -245,11 +245,13 @@ class _Feed:
             )  # (a LazyStream slice: built now)
             t = encode_stream(self.hw, part)
         if present & (1 << OP_SIG | 1 << OP_WAIT):  # (no SIG or WAIT: nothing to densify or refuse)
-            t = self.signals.densify(t)
-            refuse_sync_stamps(t, self.stream, self.ch, start)
+            sync = sync_rows(t)
+            if len(sync):
+                t = self.signals.densify(t, sync)
+                refuse_sync_stamps(t, self.stream, self.ch, start, sync)
         if present & (1 << OPCODES["RDACC"]):
             refuse_unit_alias(self.hw, t, self.stream, self.ch, start)
-        if self.n_symbols is not None:
+        if self.n_symbols is not None and len(t) and int(t[:, C_SYM].max()) >= self.n_symbols:
             bad = np.flatnonzero(t[:, C_SYM] >= self.n_symbols)
             if len(bad):
                 i = int(bad[0])
@@ -278,9 +280,11 @@ class _Feed:
         return True
 
 
-def refuse_sync_stamps(table: np.ndarray, stream, ch, start: int) -> None:
-    """SIG and WAIT act when the stream reaches them: an issue stamp on one would be ignored."""
-    bad = np.flatnonzero(np.isin(table[:, C_OP], (OP_SIG, OP_WAIT)) & (table[:, C_STAMP] >= 0))
+def refuse_sync_stamps(table: np.ndarray, stream, ch, start: int, sync: np.ndarray | None = None) -> None:
+    """SIG and WAIT act when the stream reaches them: an issue stamp on one would be ignored.
+    `sync`: the indices of the SIG and WAIT rows (sim.encode.sync_rows; found here if None)."""
+    sync = sync_rows(table) if sync is None else sync
+    bad = sync[table[sync, C_STAMP] >= 0]
     if len(bad):
         i = int(bad[0])
         ins = stream[start + i]
@@ -300,7 +304,8 @@ def refuse_unit_alias(hw: Hardware, table: np.ndarray, stream, ch, start: int) -
     bpp = hw.pim.banks_per_pu
     if bpp == 1:
         return
-    bad = np.flatnonzero((table[:, C_OP] == OPCODES["RDACC"]) & (table[:, C_BANK] % bpp != 0))
+    rd = np.flatnonzero(table[:, C_OP] == OPCODES["RDACC"])
+    bad = rd[table[rd, C_BANK] % bpp != 0]
     if len(bad):
         i = int(bad[0])
         b = int(table[i, C_BANK])

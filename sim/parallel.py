@@ -97,9 +97,9 @@ class _GatedSignals:
         self._signals, self._gate, self._lock = signals, gate, threading.Lock()
         signals.densify = self.densify  # (an instance attribute: the feeds call it as they read slices)
 
-    def densify(self, table):
+    def densify(self, table, sel=None):
         with self._lock:
-            self._signals.assign(table)
+            self._signals.assign(table, sel)
             if self._signals.short():
                 self._gate.grow(self._signals.grow)
         return table
