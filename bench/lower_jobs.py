@@ -13,7 +13,6 @@ it was before the two styles shared one timing store (each style emitting its ow
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import statistics
 import subprocess

@@ -157,11 +157,13 @@ def lower_program(
     `timings`: task timings shared with earlier lowerings of hardware with the same timing
     fingerprint (solver.task_timing.TimingCache); the result is the same without it. The two
     styles always share one store: the overlap lowering times the naive style's tilings as
-    alternatives, which the naive lowering then need not emit again, and the methods' streamed
-    decodes relocate each other's encoded tasks.
+    alternatives, which the naive lowering then need not emit again (with a TimingCache handed in,
+    the methods' streamed decodes also relocate each other's encoded tasks).
     `jobs`: processes timing the distinct PIM shapes first (solver/lower_parallel.py; large
     programs only), the same result as one."""
-    timings = timings if timings is not None else TimingCache(size=1)
+    if timings is None:  # the styles' own store: timings shared, each decode's tables its own
+        timings = TimingCache(size=1)
+        timings.store(hw).share_layers = False
     options = tuple(LowerOptions(groups=groups, style=s) for s in Style)
     try:
         warm(hw, program, options, timings.store(hw), jobs)

@@ -220,7 +220,8 @@ def _decode(
     # ... shared by the layers' tasks of one structure, and with a TimingCache by the decodes of
     # every lowering of the same timing fingerprint (relocate.py: a table of the same structure,
     # its rows shifted and its symbols mapped by role, is what emitting it again would give)
-    layers = (Relocations() if lowering.shared is None else lowering.shared.layers) if lazy else None
+    shared = lowering.shared if lowering.shared is not None and lowering.shared.share_layers else None
+    layers = (Relocations() if shared is None else shared.layers) if lazy else None
     for job in problem.jobs:
         mode = chosen[job.name]
         tilings = mode.payload.tilings

@@ -292,6 +292,9 @@ class TimingStore:
     append_keys: dict[tuple, tuple | None] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
+    # whether decodes keep their encoded tables here for later decodes (a sweep's TimingCache);
+    # a lowering's own store (pipeline.lower_program without one) lets each decode's go with it
+    share_layers: bool = True
 
     def get(self, key: tuple) -> TaskTiming | None:
         tt = self.timings.get(key)
