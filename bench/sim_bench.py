@@ -52,7 +52,25 @@ def channel_stream(hw, blocks: int, rows_per_block: int, stag: int = 1) -> list[
 
 def make_streams(hw, channels: int, blocks: int, rows_per_block: int) -> StreamSet:
     chans = [channel_stream(hw, blocks, rows_per_block) for _ in range(channels)]
+    if hw.organization.shared_bus and channels > 1:
+        # pseudo-channel pairs share their command buses: the odd channel of each pair starts
+        # later by the smallest shift at which its copy of the stream collides with none of the
+        # even one's commands (as the decoder staggers lockstep pairs: hwmodel/bus.py)
+        # (one block shows the spacings of the periodic stream, and is shorter than tREFI)
+        delay = stagger(hw, channel_stream(hw, 1, rows_per_block))
+        for c in range(1, channels, 2):
+            chans[c] = [chans[c][0].at(delay)] + chans[c][1:]
     return StreamSet(hw.name, hw.isa_version, ["x", "acc#acc"], chans, [])
+
+
+def stagger(hw, stream: list[Instruction]) -> int:
+    """The smallest start of a copy of `stream` that shares no bus cycle with the original."""
+    from hwmodel import bus
+    from sim.oracle import time_commands
+
+    t = time_commands(hw, stream)
+    rec = bus.records_from_commands(t.command_cycles, t.commands, t.command_instrs)
+    return bus.smallest_shift(rec, rec, bus.act_bus_cycles(hw))
 
 
 def bench_timing(hw, ss: StreamSet, record: bool) -> dict:

@@ -7,6 +7,7 @@ Everything here is data. Algorithms (the simulator, the solver's cost model) rea
 from __future__ import annotations
 
 import re
+from enum import Enum
 from math import ceil
 from typing import Any, Literal
 
@@ -20,6 +21,22 @@ COMMANDS: tuple[str, ...] = ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RD
 SCOPES: tuple[str, ...] = ("bank", "bank_group", "rank", "channel")
 RefreshMode = Literal["all_bank", "per_bank"]
 _TERM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^-?[0-9]+$")
+
+
+class CommandBus(str, Enum):
+    """Which channels share a command bus (organization.command_bus)."""
+
+    #: every channel has its own row and column command bus (GDDR6, the FPGA prototype)
+    PER_CHANNEL = "per_channel"
+    #: channels 2k and 2k+1 are the two pseudo-channels of one HBM channel and share its row
+    #: command bus and its column command bus (JESD235 / JESD238 pseudo-channel mode): a row and a
+    #: column command may go in one cycle, two row (or two column) commands of the pair may not,
+    #: and an ACT holds the row bus tACT_BUS cycles
+    SHARED_PAIR = "shared_pair"
+
+
+#: commands on the row command bus; the others (RD, WR, MAC, WRGB, RDACC) use the column bus
+ROW_COMMANDS: tuple[str, ...] = ("ACT", "PRE", "REF", "REFSB")
 
 
 class _Strict(BaseModel):
@@ -36,6 +53,26 @@ class Organization(_Strict):
     rows: int = Field(ge=1, le=1 << 20, description="rows per bank")
     columns: int = Field(ge=1, le=1024, description="bursts (column accesses) per row")
     burst_bytes: int = Field(ge=2, le=256, description="bytes moved by one column access")
+    command_bus: CommandBus = Field(
+        default=CommandBus.PER_CHANNEL,
+        description="per_channel: each channel issues on command buses of its own; shared_pair: "
+        "channels 2k and 2k+1 (the pseudo-channels of one HBM channel) share its row and its column "
+        "command bus (JESD235/JESD238 pseudo-channel mode; needs an even channel count)",
+    )
+
+    @model_validator(mode="after")
+    def _pairs(self) -> Organization:
+        if self.command_bus is CommandBus.SHARED_PAIR and self.channels % 2:
+            raise ValueError(
+                f"organization.command_bus = shared_pair pairs channels 2k and 2k+1: "
+                f"{self.channels} channels is an odd count"
+            )
+        return self
+
+    @property
+    def shared_bus(self) -> bool:
+        """True if channels 2k and 2k+1 share their command buses."""
+        return self.command_bus is CommandBus.SHARED_PAIR
 
     @property
     def banks_per_rank(self) -> int:

@@ -27,6 +27,7 @@ class CommandTimes:
     cycles: int  # when the last data has landed
     command_cycles: np.ndarray  # per DRAM command issued: its cycle
     commands: np.ndarray  # per DRAM command issued: its index in hwmodel.model.COMMANDS
+    command_instrs: np.ndarray | None = None  # per DRAM command issued: its instruction's index
 
 
 TimingOracle = Callable[[Hardware, list[Instruction]], CommandTimes]

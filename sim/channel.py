@@ -68,13 +68,18 @@ _check_layout()
     HWP_MAXPULL,
     HWP_MAXGAP,
     HWP_PERBANK,
-) = range(19)
-HWP_LEN = 19
+    HWP_BUSREC,
+) = range(20)
+HWP_LEN = 20
 # stall reasons after the table rows (index R + k)
 R_SYNC, R_STAMP, R_GB, R_REFCREDIT = 0, 1, 2, 3
 
 NEG = -(1 << 50)
-DONE, BLOCKED, ERROR = 0, 1, 2
+DONE, BLOCKED, ERROR, FULL = 0, 1, 2, 3
+# FULL: the bus-occupancy buffer `occ` has no room for the next instruction's records (HWP_BUSREC
+# devices only); `call` drains it and runs on. Records: OCC_WIDTH int64s each (hwmodel/bus.py:
+# first cycle, step, commands, stream index of the instruction, command), st[ST_NOCC] of them.
+OCC_WIDTH = 5
 # scalar state
 # ST_POS indexes the table passed in; ST_BASE is that table's first instruction in the whole stream
 # (a stream may be fed a slice at a time): openinstr and the log hold stream indices
@@ -82,8 +87,8 @@ DONE, BLOCKED, ERROR = 0, 1, 2
 # Refresh is counted per bank, outside st: brefs[b] refreshes of bank b (a REF counts for every
 # bank, a REFSB for its own), blastref[b] the cycle of its last one (0 before the first: the
 # program starts refreshed).
-ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN = range(9)
-ST_LEN = 9
+ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN, ST_NOCC = range(10)
+ST_LEN = 10
 # error codes
 (
     E_NONE,
@@ -238,6 +243,14 @@ def _lowest(m):
 
 
 @njit(inline=True)
+def _occ_put(occ, st, t0, step, n, instr, c):
+    """Append one bus-occupancy record (the caller made room: see FULL)."""
+    j = st[ST_NOCC] * OCC_WIDTH
+    occ[j], occ[j + 1], occ[j + 2], occ[j + 3], occ[j + 4] = t0, step, n, instr, c
+    st[ST_NOCC] += 1
+
+
+@njit(inline=True)
 def _fail(err, code, cycle, bank, instr, row, needed, actual, x1, x2):
     err[ERR_CODE], err[ERR_CYCLE], err[ERR_BANK], err[ERR_INSTR] = code, cycle, bank, instr
     err[ERR_ROW], err[ERR_NEEDED], err[ERR_ACTUAL], err[ERR_X1], err[ERR_X2] = row, needed, actual, x1, x2
@@ -293,6 +306,7 @@ def run_channel(
     lcol,
     linstr,
     err,
+    occ,
 ):
     nb, ncol, nrow = hwp[HWP_NB], hwp[HWP_NCOL], hwp[HWP_NROW]
     ngb, nacc, trefi, maxp, sync, tgb = (
@@ -304,6 +318,8 @@ def run_channel(
         hwp[HWP_TGB],
     )
     R, record, bpb = hwp[HWP_R], hwp[HWP_RECORD], hwp[HWP_BPB]
+    busrec = hwp[HWP_BUSREC]
+    occcap = occ.shape[0] // OCC_WIDTH
     # the rows with a window (tFAW) are rows wlo..whi-1 or fewer (no array is made here: an
     # allocation, or a builtin such as max, links numba's numpy and builtin modules into the
     # kernel, and loading it from the cache would import them, ~0.1 s of start-up)
@@ -420,6 +436,9 @@ def run_channel(
             if c == REF or c == REFSB:
                 return _fail(err, E_REFOPEN, at, b, pos, -1, 0, 0, openrow[b], openinstr[b])
             return _fail(err, E_CLOSED, at, b, pos, -1, 0, 0, 0, 0)
+        if busrec and st[ST_NOCC] + ncmd > occcap:  # (nothing of this instruction done yet)
+            _access_stats(amask, acmd, abursts, nb, firstacc, bbursts, hits, misses, pumacs, pu_of)
+            return FULL
         # ---- first command: earliest legal cycle ------------------------------------------
         ready = st[ST_BUS] + 1
         req, brow, bunit, bprev = _requirement(
@@ -517,6 +536,7 @@ def run_channel(
             if mask != 0 and (mask & (mask - 1)) == 0 and c != REF:  # (REFSB: its bank)
                 logbank = bank if bank >= 0 else _lowest(mask)
         tk = t
+        r0, rstep, rn = t, 0, 1  # the bus-occupancy record being built (busrec)
         for k in range(ncmd):
             if k > 0:
                 nxt = tk + g
@@ -549,6 +569,14 @@ def run_channel(
                 if nxt > tk + 1 and why >= 0:
                     stall[why] += nxt - tk - 1
                 tk = nxt
+                if busrec:  # extend the record while the spacing holds
+                    if rn == 1:
+                        rstep, rn = tk - r0, 2
+                    elif tk - r0 == rstep * rn:
+                        rn += 1
+                    else:
+                        _occ_put(occ, st, r0, rstep, rn, ibase + pos, c)
+                        r0, rstep, rn = tk, 0, 1
             if self_win[c]:
                 _push(
                     c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wlo, whi
@@ -567,6 +595,8 @@ def run_channel(
                 else:
                     lcol[i] = -1
                 st[ST_LOG] = i + 1
+        if busrec:
+            _occ_put(occ, st, r0, rstep, rn, ibase + pos, c)
         if not self_win[c]:
             _push(c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wlo, whi)
         # ---- state and statistics -----------------------------------------------------------
@@ -631,6 +661,9 @@ def run_channel(
     return DONE
 
 
+OCC_CHUNK = 1 << 12  # records the kernel buffers between drains
+
+
 def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray]:
     """Fresh arrays for one channel (see run_channel's arguments). `log`: LOG_DTYPE rows the kernel
     fills, one per command (None: no command log)."""
@@ -677,13 +710,42 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
         lcol=log["col"],
         linstr=log["instr"],
         err=np.zeros(ERR_LEN, dtype=i64),
+        # bus occupancy (HWP_BUSREC): the buffer the kernel fills, and the records drained from it
+        occ=np.zeros(OCC_CHUNK * OCC_WIDTH if hwp[HWP_BUSREC] else OCC_WIDTH, dtype=i64),
+        occ_parts=[],
     )
+
+
+def occupancy(s: dict) -> np.ndarray:
+    """The bus-occupancy records of a channel's run so far, (n, OCC_WIDTH), in issue order."""
+    n = int(s["st"][ST_NOCC])
+    parts = s["occ_parts"] + [s["occ"][: n * OCC_WIDTH].reshape(n, OCC_WIDTH)]
+    return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+
+
+def _drain(s: dict) -> None:
+    """Make room in the occupancy buffer (FULL): keep its records aside, or grow it if it held
+    none (an instruction of more commands than the buffer has rows)."""
+    n = int(s["st"][ST_NOCC])
+    if n == 0:
+        s["occ"] = np.zeros(2 * len(s["occ"]), dtype=np.int64)
+    else:
+        s["occ_parts"].append(s["occ"][: n * OCC_WIDTH].reshape(n, OCC_WIDTH).copy())
+        s["st"][ST_NOCC] = 0
 
 
 def call(tab, prog: np.ndarray, s: dict[str, np.ndarray], sig: np.ndarray) -> int:
     """Run (or resume) one channel; returns DONE, BLOCKED or ERROR."""
     if len(s["issue"]) < len(prog) // WIDTH:  # the compiled kernel does not check bounds
         raise ValueError(f"channel state holds {len(s['issue'])} instructions, the table {len(prog) // WIDTH}")
+    while True:
+        status = _call(tab, prog, s, sig)
+        if status != FULL:
+            return status
+        _drain(s)
+
+
+def _call(tab, prog: np.ndarray, s: dict[str, np.ndarray], sig: np.ndarray) -> int:
     return run_channel(
         prog,
         tab.prev,
@@ -732,4 +794,5 @@ def call(tab, prog: np.ndarray, s: dict[str, np.ndarray], sig: np.ndarray) -> in
         s["lcol"],
         s["linstr"],
         s["err"],
+        s["occ"],
     )

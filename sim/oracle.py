@@ -29,4 +29,5 @@ def time_commands(hw: Hardware, instrs: list[Instruction]) -> CommandTimes:
         int(res.cycles),
         empty if log is None else np.asarray(log["cycle"], dtype=np.int64),
         empty if log is None else np.asarray(log["command"], dtype=np.int64),
+        empty if log is None else np.asarray(log["instr"], dtype=np.int64),
     )

@@ -122,7 +122,12 @@ def separate(state: dict) -> None:
     small = [
         k
         for k, a in state.items()
-        if a.dtype == np.int64 and a.ndim == 1 and a.nbytes <= _SMALL and a.flags.c_contiguous and k not in _LOG
+        if isinstance(a, np.ndarray)
+        and a.dtype == np.int64
+        and a.ndim == 1
+        and a.nbytes <= _SMALL
+        and a.flags.c_contiguous
+        and k not in _LOG
     ]
     step = [-(-state[k].nbytes // LINE) * LINE + LINE for k in small]  # (+ a line between arrays)
     block = np.zeros(sum(step) + 4 * LINE, dtype=np.uint8)

@@ -25,6 +25,7 @@ from hwmodel.model import COMMANDS, SCOPES, Hardware, completion_cycles
 from .channel import (
     HWP_ACC,
     HWP_BPB,
+    HWP_BUSREC,
     HWP_GB,
     HWP_LEN,
     HWP_MAXGAP,
@@ -158,6 +159,7 @@ def _compile(hw: Hardware) -> TimingTables:
     hwp[HWP_MAXPULL] = t.max_pulled_in_refresh
     hwp[HWP_MAXGAP] = t.max_refresh_interval
     hwp[HWP_PERBANK] = int(t.refresh_mode == "per_bank")
+    hwp[HWP_BUSREC] = int(org.shared_bus)  # record bus occupancy: pairs are checked after the run
     hwp[HWP_SYNC] = hw.host.sync_cycles
     hwp[HWP_TGB] = t.p("tGB")
     hwp[HWP_R] = R

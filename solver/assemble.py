@@ -79,7 +79,7 @@ class _Shared:
 
 def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
     """`seq` stamped at start + rel (rel: relative issue cycles, a tuple or an int64 array)."""
-    key = id(rel)
+    key = (id(rel), start)  # (a pair's staggered copy: another start)
     prev = shared.stamped.get(key) if shared is not None else None
     rel = rel.tolist() if isinstance(rel, np.ndarray) else rel
     if prev is not None and len(prev[0]) == len(seq):
@@ -107,9 +107,14 @@ def _encoded_body(pt, ch: int, shared: _Shared, lo: int, hi: int, out: np.ndarra
     if len(table) != len(rel):
         raise DecodeError(f"{pt.task}: channel {ch} encoded {len(table)} commands, {len(rel)} were timed")
     out[:] = table[lo:hi]
-    np.add(np.asarray(rel[lo:hi], dtype=np.int64), pt.start, out=out[:, C_STAMP])
+    np.add(np.asarray(rel[lo:hi], dtype=np.int64), pt.start + _shift(pt, ch), out=out[:, C_STAMP])
     if hi == len(rel):
         shared.read_rows()
+
+
+def _shift(pt, ch: int) -> int:
+    """The delay of channel ch's copy of placed task pt after its start (solver/pair_bus.py)."""
+    return pt.shifts.get(ch, 0) if pt.shifts else 0
 
 
 class _SignalRows:
@@ -142,8 +147,10 @@ def streams(
     n_channels: int,
     lazy: bool,
     encode=None,
+    ref_shift: int = 0,
 ) -> tuple[list, list[Instruction]]:
     """Channel streams (LazyStreams if `lazy`, else lists) and the host stream (a list).
+    ref_shift: the delay of a pair's odd channel in a refresh round (shared command buses).
     `encode` (lazy only): the simulator's encoder (a list of instructions -> its table); the
     LazyStreams then also hand out their parts encoded, without building instruction objects."""
     channels: list[list[tuple]] = [[] for _ in range(n_channels)]
@@ -161,7 +168,7 @@ def streams(
             def part(pt=pt, ch=ch, waits=waits, sig=sig, shared=shared) -> list[Instruction]:
                 seq, rel = _checked(pt, ch)
                 body = [make("WAIT", id=w) for w in waits]
-                body.extend(_stamp(seq, rel, pt.start, shared))
+                body.extend(_stamp(seq, rel, pt.start + _shift(pt, ch), shared))
                 if sig is not None:
                     body.append(make("SIG", id=sig))
                 return body
@@ -192,11 +199,15 @@ def streams(
             channels[ch].append((pt.start, 1, n, part, rows))
     for g, rs in refs.items():
         for at in rs:
-            ref = refresh_round(at)  # a REF, or a round of REFSBs (per-bank refresh)
-            ref_rows = encode(ref) if encode is not None else None
+            rounds = {
+                d: refresh_round(at + d) for d in {0, ref_shift}
+            }  # a REF, or a round of REFSBs (per-bank refresh)
+            rows = {d: encode(ref) for d, ref in rounds.items()} if encode is not None else None
             for ch in group_channels[g]:
+                d = ref_shift if ch % 2 else 0  # (groups hold whole pairs where ref_shift > 0)
+                ref = rounds[d]
                 item = (at, 0, len(ref), lambda ref=ref: ref)
-                channels[ch].append(item if ref_rows is None else (*item, _copy_rows(ref_rows)))
+                channels[ch].append(item if rows is None else (*item, _copy_rows(rows[d])))
     out = [LazyStream([p[2:] for p in sorted(items, key=lambda x: (x[0], x[1]))], width=WIDTH) for items in channels]
     if not lazy:  # channel after channel: lockstep channels still share the stamped objects
         out = [list(s) for s in out]

@@ -36,12 +36,13 @@ from .host_emit import emit_weight_read, encoded_weight_read
 from .kv_emit import emit_kv_append
 from .layout import Layout
 from .lower import Lowering
+from .pair_bus import PairShifts, round_shift
 from .payload import Role, TilingKind
 from .problem import HOST, SchedulingProblem, Solution
 from .refresh_points import refresh_round, round_cycles
 from .relocate import Relocations
 from .symbols import Symbols, host_copy, staging
-from .task_timing import StructureTimings
+from .task_timing import StructureTimings, TaskTiming
 from .tiling import slot_rows
 
 
@@ -62,6 +63,8 @@ class _Placed:
     end: int  # quiet end (next command on the resource may follow)
     completion: int
     per_channel: dict[int, tuple]  # channel (-1: host) -> (emit the commands, their relative issue cycles)
+    # channel -> its copy's delay after `start` (shared command buses: solver/pair_bus.py; else none)
+    shifts: dict[int, int] | None = None
 
 
 def _layouts(
@@ -102,26 +105,28 @@ def _task_commands(
     timings: StructureTimings,
     encode=None,
     layers: Relocations | None = None,
+    pairs: PairShifts | None = None,
 ):
     """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
-    and the task's duration and completion. Emission is deferred to stream building, so the
-    commands of the whole program never sit in memory twice."""
+    the task's duration and completion, its own refresh rounds per channel, and each channel's
+    delay after the task's start (shared command buses: solver/pair_bus.py). Emission is deferred
+    to stream building, so the commands of the whole program never sit in memory twice."""
     kind, what = role
     if kind in (Role.EPI, Role.HOP):
         ins = make(kind.value, op=op_index[what])
-        return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
+        return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}, None
     if kind is Role.HMVS:  # rows of gemvs on the host, one launch
         seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
         busy = mv_chain_cycles(hw, program, [(op_index[o], n) for o, _r0, n in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
-        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
+        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}, None
     if kind in (Role.HOPS, Role.EPIS):  # one launch, the later ops chained to the first
         single = "HOP" if kind is Role.HOPS else "EPI"
         seq = [make(single, op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
         cost = chain_cycles if kind is Role.HOPS else epilogue_chain_cycles
         busy = cost(hw, program, [op_index[o] for o in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
-        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
+        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}, None
     pl, lay = tilings[what], layouts[what]
     g = groups[task.resource]
     cis = [pl.channels.index(c) for c in g.channels]
@@ -141,7 +146,12 @@ def _task_commands(
             )
             if encode is not None:  # the encoded table leaves out host offsets: equal for those channels
                 per[pl.channels[ci]] += (partial(_encoded_append, hw, lay, sym, ci, pl.append, rows, encode),)
-        return per, max(end, 1), comp, {}
+        shifts = None
+        if pairs is not None:
+            of = {pl.channels[ci]: timed[slot_rows(lay.t, ci)] for ci in cis}
+            shifts, end2, comp2 = pairs.span(of, of.get)
+            end, comp = max(end, end2), max(comp, comp2)
+        return per, max(end, 1), comp, {}, shifts
     if kind is Role.MV:
         emitter = MVEmitter(hw, lay, sym, pl.style)
 
@@ -157,11 +167,11 @@ def _task_commands(
     end = comp = 0
     # channel -> the task's own refresh rounds: (last refresh of each, first refresh of each)
     inner: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    tts: dict[int, TaskTiming] = {}
     for ci in cis:
         tt = timings.structure(timings.key(kind, pl.style, lay.t, ci), lambda ci=ci: emit(ci))
+        tts[pl.channels[ci]] = tt
         end, comp = max(end, tt.duration), max(comp, tt.completion)
-        if tt.refreshes:
-            inner[pl.channels[ci]] = (tt.refreshes, tt.refreshes_early)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
         if encode is not None:  # encoded from a template (assemble: the stream's rows)
             per[pl.channels[ci]] += (
@@ -169,7 +179,14 @@ def _task_commands(
                 if kind is Role.MV
                 else (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode, layers)),
             )
-    return per, end, comp, inner
+    shifts = None
+    if pairs is not None:
+        shifts, end, comp = pairs.span(tts, tts.get)
+    for c, tt in tts.items():
+        if tt.refreshes:
+            d = shifts[c] if shifts else 0
+            inner[c] = (tuple(r + d for r in tt.refreshes), tuple(r + d for r in tt.refreshes_early))
+    return per, end, comp, inner, shifts
 
 
 def _encoded_append(hw, lay: Layout, sym: Symbols, ci: int, append: tuple, rows: tuple, encode, cache: dict):
@@ -216,6 +233,7 @@ def _decode(
     placements: list[Placement] = []
     in_banks: set[str] = set()
     timings = StructureTimings(hw, lowering.structures, lowering.shared)  # what lowering and the bound timed already
+    pairs = PairShifts(hw) if hw.organization.shared_bus else None  # lockstep pairs staggered
     encode = partial(encode_stream, hw) if lazy else None  # lazy streams also hand out encoded parts
     # ... shared by the layers' tasks of one structure, and with a TimingCache by the decodes of
     # every lowering of the same timing fingerprint (relocate.py: a table of the same structure,
@@ -252,6 +270,7 @@ def _decode(
                 timings,
                 encode,
                 layers,
+                pairs,
             )
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
@@ -291,7 +310,8 @@ def _decode(
             preds[tin].append((out, problem.lag(res_of[out], res_of[tin])))
 
     ref = problem.refresh
-    ref_len = round_cycles(hw)
+    rshift = round_shift(hw)  # a pair's odd channel refreshes this much after the even one
+    ref_len = round_cycles(hw) + rshift
     free = {r: 0 for r in problem.resources()}
     refs: dict[str, list[int]] = {g: [] for g in groups}  # the REFs decode issues between tasks
     # every REF of a group, its own and its tasks', bounded over the group's channels (whose long
@@ -308,7 +328,7 @@ def _decode(
 
     def issue_ref(g: str, at: int) -> None:
         refs[g].append(at)
-        late[g].append(at + ref.span)  # per-bank: the round's last REFSB
+        late[g].append(at + ref.span + rshift)  # per-bank: the round's last REFSB
         early[g].append(at)
         last[g] = at
         free[g] = at + ref_len
@@ -318,7 +338,7 @@ def _decode(
         return max(0, (len(early[g]) + 1 - ref.max_pulled_in) * ref.tREFI)
 
     for t in tasks:
-        per, dur, comp, inner = commands[t.name]
+        per, dur, comp, inner, shifts = commands[t.name]
         est = free[t.resource]
         for p, lag in preds[t.name]:
             if p not in placed:
@@ -356,7 +376,7 @@ def _decode(
             early[g].extend(est + r for r in early_rel)
             if n_min:
                 last[g] = est + min(inner[c][1][-1] for c in chans)
-        placed[t.name] = _Placed(t.name, t.resource, est, est + dur, est + comp, per)
+        placed[t.name] = _Placed(t.name, t.resource, est, est + dur, est + comp, per, shifts)
         free[t.resource] = est + dur
 
     def makespan() -> int:
@@ -391,6 +411,7 @@ def _decode(
         hw.organization.channels,
         lazy,
         encode,
+        rshift,
     )
     streams = StreamSet(hw.name, ISA_VERSION, sym.names, stream_channels, stream_host, placements)
     return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used)

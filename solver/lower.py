@@ -28,13 +28,14 @@ from .fusion import fusion_groups, host_chains
 from .host_emit import emit_weight_read
 from .layout import Layout
 from .mvshape import MVShape, fused_shape, mv_shape
+from .pair_bus import PairShifts, round_shift
 from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
 from .refresh_points import round_busy, round_span
 from .split import split_modes
 from .symbols import Symbols
 from .task_timing import StructureTimings, TaskTiming, TimingCache, TimingStore
-from .tiling import Tiling, channel_signature, make_tiling, structure_key
+from .tiling import Tiling, channel_signature, make_tiling, slot_rows, structure_key
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,13 @@ class Lowering:
 
 
 def make_groups(hw: Hardware, count: int, capacity_rows: int) -> list[Group]:
+    """`count` groups of consecutive channels (fewer where they do not divide the channels); on a
+    shared-bus device (organization.command_bus = shared_pair) each group holds whole pairs, so
+    the two channels of a pair never run different groups' tasks (solver/pair_bus.py)."""
     ch = hw.organization.channels
     count = max(1, min(count, ch))
-    while ch % count:
+    unit = 2 if hw.organization.shared_bus else 1
+    while ch % count or (ch // count) % unit:
         count -= 1
     size = ch // count
     return [Group(f"g{i}", tuple(range(i * size, (i + 1) * size)), capacity_rows) for i in range(count)]
@@ -121,6 +126,7 @@ class Lowerer:
         shared = None if timings is None else timings.store(hw)
         self.lowering = Lowering(hw, program, options, self.groups, shared=shared)
         self.structures = StructureTimings(hw, self.lowering.structures, shared)  # what decode will look up
+        self.pairs = PairShifts(hw)
         self.host_cycles = HostCosts(hw, program)
         self.too_big: dict[str, int] = {}  # job -> rows per bank its smallest rejected tiling needs
         # MV structure -> its emission split a MAC run (shared with the timings: a structure timed
@@ -162,8 +168,15 @@ class Lowerer:
 
     def _slowest(self, layout: Layout, kind: str, style: str, cis) -> TaskTiming:
         """The slowest of channels `cis` (positions in the tiling): every distinct channel timed,
-        as the decoder does, so a group's task lasts what its slowest channel takes."""
-        return max((self._channel_timing(layout, kind, style, ci) for ci in cis), key=lambda tt: tt.duration)
+        as the decoder does, so a group's task lasts what its slowest channel takes (on a
+        shared-bus device: the later of each pair's two copies, the odd one staggered as the
+        decoder staggers it, solver/pair_bus.py)."""
+        tts = {layout.t.channels[ci]: self._channel_timing(layout, kind, style, ci) for ci in cis}
+        slowest = max(tts.values(), key=lambda tt: tt.duration)
+        if not self.hw.organization.shared_bus:
+            return slowest
+        _shifts, dur, comp = self.pairs.span(tts, tts.get)
+        return replace(slowest, duration=dur, completion=comp)
 
     def group_timings(self, layout: Layout, kind: str, style: str, gnames) -> dict[str, TaskTiming]:
         """Per group of the tiling: the timing of its slowest channel."""
@@ -245,10 +258,14 @@ class Lowerer:
         if key in self.lowering.timings:
             return self.lowering.timings[key].duration
         worst = 0
-        for tt in self.structures.appends(layout, Symbols(), cis, new, position).values():
+        timed = self.structures.appends(layout, Symbols(), cis, new, position)
+        for tt in timed.values():
             if tt is not None:
                 worst = max(worst, tt.duration)
                 self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
+        if self.hw.organization.shared_bus:  # the pairs' copies staggered (solver/pair_bus.py)
+            of = {layout.t.channels[ci]: timed[slot_rows(layout.t, ci)] for ci in cis}
+            worst = max(worst, self.pairs.span(of, of.get)[1])
         worst = max(1, worst)
         self.lowering.timings[key] = TaskTiming((), worst, worst)
         return worst
@@ -509,7 +526,7 @@ class Lowerer:
         t = self.hw.timing
         refresh = Refresh(
             t.p("tREFI"),
-            round_busy(self.hw),
+            round_busy(self.hw) + round_shift(self.hw),  # (a pair's odd channel refreshes later: pair_bus)
             t.max_postponed_refresh,
             t.max_pulled_in_refresh,
             t.max_refresh_interval,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hwmodel import Hardware
+from hwmodel import Hardware, bus
 from hwmodel.isa import ISA, Instruction
 from hwmodel.model import COMMANDS, completion_cycles
 from hwmodel.oracle import TimingOracle
@@ -40,6 +40,9 @@ class TaskTiming:
     # per-bank refresh: round k (one refresh of every bank) ends at refreshes[k] and starts at
     # refreshes_early[k]; with all-bank REFs the two are equal
     refreshes_early: tuple[int, ...] = ()
+    # organization.command_bus = shared_pair: the task's command-bus occupancy, relative cycles
+    # (hwmodel/bus.py records; None on devices whose channels have buses of their own)
+    bus: np.ndarray | None = None
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -168,7 +171,11 @@ def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
     late, early = (), ()
     if np.isin(times.commands, _REFRESH).any():  # (a pass over the instructions only where there are some)
         late, early = refresh_rounds(hw, instrs, issue)
-    return TaskTiming(issue, duration, int(times.cycles), late, early)
+    occ = None
+    if hw.organization.shared_bus:
+        occ = bus.records_from_commands(times.command_cycles, times.commands, times.command_instrs)
+        occ.flags.writeable = False
+    return TaskTiming(issue, duration, int(times.cycles), late, early, occ)
 
 
 _REFRESH = np.array([COMMANDS.index("REF"), COMMANDS.index("REFSB")])
@@ -310,7 +317,10 @@ class TimingStore:
     @property
     def nbytes(self) -> int:
         """Bytes of the issue cycles and encoded tables the store holds."""
-        return sum(tt.issue.nbytes for tt in self.timings.values()) + self.layers.nbytes
+        return (
+            sum(tt.issue.nbytes + (0 if tt.bus is None else tt.bus.nbytes) for tt in self.timings.values())
+            + self.layers.nbytes
+        )
 
 
 class TimingCache:
