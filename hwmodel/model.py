@@ -57,17 +57,9 @@ class Organization(_Strict):
         default=CommandBus.PER_CHANNEL,
         description="per_channel: each channel issues on command buses of its own; shared_pair: "
         "channels 2k and 2k+1 (the pseudo-channels of one HBM channel) share its row and its column "
-        "command bus (JESD235/JESD238 pseudo-channel mode; needs an even channel count)",
+        "command bus (JESD235/JESD238 pseudo-channel mode; with an odd count the last channel has its "
+        "buses alone)",
     )
-
-    @model_validator(mode="after")
-    def _pairs(self) -> Organization:
-        if self.command_bus is CommandBus.SHARED_PAIR and self.channels % 2:
-            raise ValueError(
-                f"organization.command_bus = shared_pair pairs channels 2k and 2k+1: "
-                f"{self.channels} channels is an odd count"
-            )
-        return self
 
     @property
     def shared_bus(self) -> bool:

@@ -67,6 +67,9 @@ class CheckOptions:
     # rules between column commands (RD/WR). The standard lists WRGB; add "RDACC" to treat the
     # accumulator read the same way (then no RD->PRE / RD->PREA tRTP after RDACC).
     array_free: tuple[str, ...] = ()
+    # pseudo-channel mode: channels 2k and 2k+1 share the command buses (the standard's
+    # pseudo_channel_pairs rules); None: as the hardware says (organization.command_bus)
+    pseudo_channel_pairs: bool | None = None
 
 
 # --- standards -------------------------------------------------------------------------------
@@ -408,8 +411,61 @@ def check_log(log: np.ndarray, hw, standard: str | None = None, options: CheckOp
                 _emit(out, ch, channel, hit, r["scope"], r["name"], text, r["source"], lat)
         if ref and opts.refresh:
             _refresh(out, ch, channel, ref, values, allowed, end)
+    pcs = std.get("pseudo_channel_pairs")
+    paired = (
+        opts.pseudo_channel_pairs
+        if opts.pseudo_channel_pairs is not None
+        else getattr(getattr(hw, "organization", None), "command_bus", None) == "shared_pair"
+    )
+    if pcs and paired:
+        _pair_rules(out, log, pcs, values)
     out.sort(key=lambda v: (v.cycle, v.channel, v.rule))
     return out
+
+
+def _pair_rules(out: list, log: np.ndarray, pcs: dict, values: dict) -> None:
+    """The standard's rules between the two pseudo-channels of a channel (our channels 2k and
+    2k+1), both directions: a `next` command on one issues at least `latency` after the other's
+    most recent `prev` command at or before its cycle."""
+    src = pcs["source"]
+    groups = {k: [_CMD[c] for c in v] for k, v in pcs["bus_commands"].items()}
+    chans = np.unique(log["channel"])
+    present = set(int(c) for c in chans)
+    by = {int(c): log[log["channel"] == c] for c in chans}
+    for a in sorted(present):
+        if a % 2 or a + 1 not in present:
+            continue
+        for x, y in ((a, a + 1), (a + 1, a)):
+            rx, ry = by[x], by[y]
+            for r in pcs["rules"]:
+                prev = groups[r["prev"]] if isinstance(r["prev"], str) else [_CMD[c] for c in r["prev"]]
+                nxt = groups[r["next"]] if isinstance(r["next"], str) else [_CMD[c] for c in r["next"]]
+                lat = evaluate(r["latency"], values)
+                p_cyc = np.sort(ry["cycle"][np.isin(ry["command"], prev)].astype(np.int64))
+                n_rows = rx[np.isin(rx["command"], nxt)]
+                if not len(p_cyc) or not len(n_rows):
+                    continue
+                n_cyc = n_rows["cycle"].astype(np.int64)
+                k = np.searchsorted(p_cyc, n_cyc, side="right") - 1
+                ok = k >= 0
+                gap = np.where(ok, n_cyc - p_cyc[np.maximum(k, 0)], lat)
+                for j in np.flatnonzero(gap < lat):
+                    pv = r["prev"] if isinstance(r["prev"], str) else ",".join(r["prev"])
+                    nx = r["next"] if isinstance(r["next"], str) else ",".join(r["next"])
+                    out.append(
+                        Violation(
+                            int(n_cyc[j]),
+                            x,
+                            int(n_rows["bank"][j]),
+                            COMMANDS[int(n_rows["command"][j])],
+                            r["name"],
+                            f"{pv} -> {nx} other pseudo-channel >= {r['latency']} (channels {a}, {a + 1})",
+                            r.get("source", src),
+                            lat,
+                            int(gap[j]),
+                            int(p_cyc[k[j]]),
+                        )
+                    )
 
 
 def summarize(violations: list[Violation]) -> dict[str, int]:

@@ -89,8 +89,8 @@ def make_groups(hw: Hardware, count: int, capacity_rows: int) -> list[Group]:
     the two channels of a pair never run different groups' tasks (solver/pair_bus.py)."""
     ch = hw.organization.channels
     count = max(1, min(count, ch))
-    unit = 2 if hw.organization.shared_bus else 1
-    while ch % count or (ch // count) % unit:
+    pairs = hw.organization.shared_bus
+    while ch % count or (pairs and count > 1 and (ch // count) % 2):
         count -= 1
     size = ch // count
     return [Group(f"g{i}", tuple(range(i * size, (i + 1) * size)), capacity_rows) for i in range(count)]

@@ -18,6 +18,11 @@ from ir.program import Op, Program
 from ir.types import Role, Tensor
 
 PRESETS = ("hbm2-pim", "gddr6-aim", "hbm3-pim", "fpga-proto")
+# Hand-written multi-channel programs here run their channels in lockstep, the same command in
+# the same cycle on every channel: illegal where two pseudo-channels share a command bus
+# (hbm2-pim, hbm3-pim: organization.command_bus = shared_pair; tests/sim/test_shared_bus.py).
+# The tests of the simulator's other rules run them with a command bus per channel.
+LOCKSTEP = "organization.command_bus=per_channel"
 
 
 def norm_gemv_program(dtype, rows: int, name: str = "norm_gemv") -> Program:

@@ -6,13 +6,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from simgen import compile_attention, compile_gemv
+from simgen import LOCKSTEP, compile_attention, compile_gemv
 
 from hwmodel import load_hardware
 from ir import attention_program, gemv_program, generate_inputs, generate_state, run
 from sim import simulate, verify
 
-HW = {p: load_hardware(p, ["organization.channels=2"]) for p in ("fpga-proto", "hbm2-pim", "gddr6-aim", "hbm3-pim")}
+HW = {
+    p: load_hardware(p, ["organization.channels=2", LOCKSTEP])
+    for p in ("fpga-proto", "hbm2-pim", "gddr6-aim", "hbm3-pim")
+}
 
 
 @st.composite

@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simgen import LOCKSTEP  # noqa: E402
 
 from hwmodel import load_hardware
 from hwmodel.isa import Instruction, make
 from sim.channel import C_STAMP
 from sim.encode import OPCODES, encode_fields, encode_stream
 
-HW = load_hardware("hbm2-pim", ["organization.channels=2"])
+HW = load_hardware("hbm2-pim", ["organization.channels=2", LOCKSTEP])
 SHARED = [
     make("MAC", mask=0x5, col=3, count=4, gb=8, acc=1),
     make("ACT", mask=0x5, row=7),

@@ -19,7 +19,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from simgen import compile_attention, compile_gemv, norm_gemv_program
+from simgen import LOCKSTEP, compile_attention, compile_gemv, norm_gemv_program
 
 from hwmodel import load_hardware
 from hwmodel.isa import Instruction
@@ -38,7 +38,7 @@ def _programs():
     fpga = load_hardware("fpga-proto")
     p = gemv_program(20, 128, batch=2, bias=True, dtype="fp16")
     out.append(pytest.param(fpga, p, compile_gemv(fpga, p, channels=2, ref_every=6), id="gemv-fpga"))
-    hbm2 = load_hardware("hbm2-pim", ["organization.channels=2"])
+    hbm2 = load_hardware("hbm2-pim", ["organization.channels=2", LOCKSTEP])
     p = _norm_gemv_program("fp16")
     ss = compile_gemv(hbm2, p, channels=2, host_first=[0])
     ss.symbols.append("norm.weight")

@@ -30,6 +30,7 @@ from solver.decode import decode
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 from mutations import compile_instance, mutants  # noqa: E402
+from simgen import LOCKSTEP  # noqa: E402
 
 JOBS = (2, 3)  # 3 threads on 2 cores: more threads than cores changes nothing either
 INSTANCES = [
@@ -110,7 +111,7 @@ def _ring(channels: int = 4, rounds: int = 30):
     them slice by slice)."""
     from hwmodel import load_hardware
 
-    hw = load_hardware("hbm2-pim", [f"organization.channels={channels}"])
+    hw = load_hardware("hbm2-pim", [f"organization.channels={channels}", LOCKSTEP])
     chans = []
     for c in range(channels):
         s = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simgen import compile_attention, compile_gemv, norm_gemv_program, streams
+from simgen import LOCKSTEP, compile_attention, compile_gemv, norm_gemv_program, streams
 
 import sim.engine
 from hwmodel import load_hardware
@@ -21,7 +21,7 @@ SLICES = (1, 2, 7)
 
 def _programs():
     fpga = load_hardware("fpga-proto")
-    hbm2 = load_hardware("hbm2-pim", ["organization.channels=2"])
+    hbm2 = load_hardware("hbm2-pim", ["organization.channels=2", LOCKSTEP])
     hbm1 = load_hardware("hbm2-pim", ["organization.channels=1"])
     p = gemv_program(20, 128, batch=2, bias=True, dtype="fp16")
     out = [pytest.param(fpga, p, compile_gemv(fpga, p, channels=2, ref_every=6), id="gemv-fpga")]

@@ -15,6 +15,8 @@ ROOT = str(Path(__file__).resolve().parents[2])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from simgen import LOCKSTEP  # noqa: E402
+
 import hwmodel  # noqa: E402
 from hwmodel.model import COMMANDS  # noqa: E402
 from sim import trace_chrome, trace_csv  # noqa: E402
@@ -26,7 +28,7 @@ EVEN = sum(1 << b for b in range(0, 16, 2))  # one bank per PIM unit (banks_per_
 
 @pytest.fixture(scope="module")
 def hw():
-    return hwmodel.load_hardware("hbm2-pim", ["organization.channels=2"])
+    return hwmodel.load_hardware("hbm2-pim", ["organization.channels=2", LOCKSTEP])
 
 
 @pytest.fixture(scope="module")
