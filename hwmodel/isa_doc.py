@@ -162,7 +162,7 @@ def _timing(hws: list[Hardware]) -> list[str]:
 def _param_rows(hw: Hardware) -> dict[str, object]:
     out: dict[str, object] = {}
     for section in ("organization", "pim", "host"):
-        for k, v in getattr(hw, section).model_dump().items():
+        for k, v in getattr(hw, section).model_dump(mode="json").items():
             out[f"{section}.{k}"] = v
     out["timing.tCK_ns"] = hw.timing.tCK_ns
     out["timing.max_postponed_refresh"] = hw.timing.max_postponed_refresh
