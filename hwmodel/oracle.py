@@ -13,9 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .isa import Instruction
-from .model import Hardware
-
 
 @dataclass(frozen=True)
 class CommandTimes:
@@ -30,4 +27,7 @@ class CommandTimes:
     command_instrs: np.ndarray | None = None  # per DRAM command issued: its instruction's index
 
 
-TimingOracle = Callable[[Hardware, list[Instruction]], CommandTimes]
+TimingOracle = Callable[..., CommandTimes]
+"""oracle(hw, instrs, yield_to=None): `instrs` issued alone on channel 0 of a quiet device; with
+`yield_to` (shared command buses: the occupancy records of hwmodel/bus.py of the other
+pseudo-channel's commands, from the same start) each command yields its bus to those."""

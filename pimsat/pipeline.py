@@ -27,11 +27,11 @@ from .options import DEFAULT_WORK_BUDGET
 from .sizes import format_bytes, resident_bytes
 
 
-def _simulator_oracle(hw: Hardware, instrs):
+def _simulator_oracle(hw: Hardware, instrs, yield_to=None):
     """The simulator times the solver's command sequences (imported on first use: numba)."""
     from sim.oracle import time_commands
 
-    return time_commands(hw, instrs)
+    return time_commands(hw, instrs, yield_to)
 
 
 use_oracle(_simulator_oracle)  # lowering and decoding time tasks with the simulator's own rules

@@ -91,6 +91,7 @@ def simulate(
     record: bool = True,
     progress=None,
     jobs: int = 1,
+    yield_to: dict[int, np.ndarray] | None = None,
 ) -> SimResult:
     """Execute `streams` on `hw`. Functional runs need `program`; `state` / `inputs` default to
     ir.weights.generate_state / generate_inputs (seed 0). Raises SimulationError on any violation.
@@ -100,7 +101,9 @@ def simulate(
     (instructions read, instructions) is called now and then while it runs. jobs: threads that
     run channel streams at once in the timing pass (sim/parallel.py; 1: one after another; 0: one
     per core for streams of PARALLEL_INSTRUCTIONS or more, else 1); the result, and the error
-    raised, are the same for every value."""
+    raised, are the same for every value. yield_to (the timing oracle's pair timing on a
+    shared-bus device): channel -> the bus occupancy (hwmodel/bus.py records) of a partner outside
+    the program, to which the channel's unstamped commands yield their bus."""
     if jobs == 0:
         jobs = available_cores() if sum(len(ch) for ch in streams.channels) >= PARALLEL_INSTRUCTIONS else 1
     if functional and program is None:
@@ -108,7 +111,16 @@ def simulate(
     nsym = len(streams.symbols) if functional or streams.symbols else None  # timing-only probes may omit symbols
     streamed = not functional and not record
     timed = run_timing(
-        hw, streams.channels, streams.host, program, record, nsym, streamed=streamed, progress=progress, jobs=jobs
+        hw,
+        streams.channels,
+        streams.host,
+        program,
+        record,
+        nsym,
+        streamed=streamed,
+        progress=progress,
+        jobs=jobs,
+        yield_to=yield_to,
     )
     states = timed.channels
     C = len(states)

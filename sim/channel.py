@@ -69,10 +69,15 @@ _check_layout()
     HWP_MAXGAP,
     HWP_PERBANK,
     HWP_BUSREC,
-) = range(20)
-HWP_LEN = 20
+    HWP_BUSY,
+    HWP_ACTW,
+) = range(22)
+HWP_LEN = 22
+# HWP_BUSY: records in `busy`, a partner's bus occupancy (the timing oracle's pair timing: the
+# channel's commands yield to it, hwmodel/bus.py); HWP_ACTW: cycles an ACT holds the row bus
 # stall reasons after the table rows (index R + k)
-R_SYNC, R_STAMP, R_GB, R_REFCREDIT = 0, 1, 2, 3
+R_SYNC, R_STAMP, R_GB, R_REFCREDIT, R_PAIRBUS = 0, 1, 2, 3, 4
+N_REASONS = 5
 
 NEG = -(1 << 50)
 DONE, BLOCKED, ERROR, FULL = 0, 1, 2, 3
@@ -87,8 +92,10 @@ OCC_WIDTH = 5
 # Refresh is counted per bank, outside st: brefs[b] refreshes of bank b (a REF counts for every
 # bank, a REFSB for its own), blastref[b] the cycle of its last one (0 before the first: the
 # program starts refreshed).
-ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN, ST_NOCC = range(10)
-ST_LEN = 10
+ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN, ST_NOCC, ST_BUSYR, ST_BUSYC = range(
+    12
+)
+ST_LEN = 12  # ST_BUSYR / ST_BUSYC: the first record of `busy` on the row / column bus not yet behind
 # error codes
 (
     E_NONE,
@@ -242,6 +249,73 @@ def _lowest(m):
     return b
 
 
+@njit
+def _skip(t, want, busy, n, actw, p):
+    """From record p of `busy` on, the first record on bus `want` (1: row, 0: column) that does
+    not end before t."""
+    while p < n:
+        c = busy[p * OCC_WIDTH + 4]
+        onrow = 1 if (c == ACT or c == PRE or c == REF or c == REFSB) else 0
+        if onrow == want:
+            r0, rs, rn = busy[p * OCC_WIDTH], busy[p * OCC_WIDTH + 1], busy[p * OCC_WIDTH + 2]
+            if r0 + (rn - 1) * rs + (actw if c == ACT else 1) - 1 >= t:
+                return p
+        p += 1
+    return p
+
+
+@njit
+def _clash(t, w, want, busy, n, actw, p):
+    """-1 if a command holding bus `want` (1: row, 0: column) cycles t..t+w-1 meets none of the
+    records of `busy` from p on; else the first cycle after the element it meets."""
+    while p < n:
+        c = busy[p * OCC_WIDTH + 4]
+        onrow = 1 if (c == ACT or c == PRE or c == REF or c == REFSB) else 0
+        if onrow == want:
+            r0, rs, rn = busy[p * OCC_WIDTH], busy[p * OCC_WIDTH + 1], busy[p * OCC_WIDTH + 2]
+            if r0 > t + w - 1:
+                return -1
+            rw = actw if c == ACT else 1
+            need = t - (rw - 1)  # the first element ending at or after t
+            j = 0
+            if rs != 0 and need > r0:
+                j = (need - r0 + rs - 1) // rs
+            if j < rn and r0 + j * rs <= t + w - 1:
+                return r0 + j * rs + rw
+        p += 1
+    return -1
+
+
+@njit
+def _yield_at(t, c, ncmd, g, gbi, gbready, busy, n, actw, st):
+    """The first cycle >= t at which an instruction of ncmd commands c, at its sweep spacing g
+    (later where a global-buffer burst is not ready yet), meets none of the partner's records in
+    `busy` on its bus (a sweep's commands cannot wait one by one: the whole sweep moves). Queries
+    come in increasing t per bus: st[ST_BUSYR / ST_BUSYC] skips the records behind."""
+    want = 1 if (c == ACT or c == PRE or c == REF or c == REFSB) else 0
+    slot = ST_BUSYR if want else ST_BUSYC
+    w = actw if c == ACT else 1
+    while True:
+        p = _skip(t, want, busy, n, actw, st[slot])
+        st[slot] = p
+        nxt = _clash(t, w, want, busy, n, actw, p)
+        if nxt >= 0:
+            t = nxt
+            continue
+        tk = t
+        bad = False
+        for k in range(1, ncmd):
+            tk += g
+            if c == MAC and gbready[gbi + k] > tk:
+                tk = gbready[gbi + k]
+            if _clash(tk, 1, want, busy, n, actw, p) >= 0:
+                bad = True
+                break
+        if not bad:
+            return t
+        t += 1
+
+
 @njit(inline=True)
 def _occ_put(occ, st, t0, step, n, instr, c):
     """Append one bus-occupancy record (the caller made room: see FULL)."""
@@ -307,6 +381,7 @@ def run_channel(
     linstr,
     err,
     occ,
+    busy,
 ):
     nb, ncol, nrow = hwp[HWP_NB], hwp[HWP_NCOL], hwp[HWP_NROW]
     ngb, nacc, trefi, maxp, sync, tgb = (
@@ -320,6 +395,7 @@ def run_channel(
     R, record, bpb = hwp[HWP_R], hwp[HWP_RECORD], hwp[HWP_BPB]
     busrec = hwp[HWP_BUSREC]
     occcap = occ.shape[0] // OCC_WIDTH
+    nbusy, actw = hwp[HWP_BUSY], hwp[HWP_ACTW]
     # the rows with a window (tFAW) are rows wlo..whi-1 or fewer (no array is made here: an
     # allocation, or a builtin such as max, links numba's numpy and builtin modules into the
     # kernel, and loading it from the cache would import them, ~0.1 s of start-up)
@@ -515,6 +591,10 @@ def run_channel(
                 stall[R + R_STAMP] += t - earliest
         else:
             t = earliest
+            if nbusy:  # yield the bus to the partner's commands
+                t = _yield_at(t, c, ncmd, gap[c], gbi, gbready, busy, nbusy, actw, st)
+                if t > earliest:
+                    stall[R + R_PAIRBUS] += t - earliest
         if reason >= 0:
             stall[reason] += earliest - ready
         # ---- the sweep ----------------------------------------------------------------------
@@ -699,7 +779,7 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
         pumacs=np.zeros(npu, dtype=i64),
         hits=np.zeros(nb, dtype=i64),
         misses=np.zeros(nb, dtype=i64),
-        stall=np.zeros(R + 4, dtype=i64),
+        stall=np.zeros(R + N_REASONS, dtype=i64),
         viol=np.zeros(max(R, 1), dtype=i64),
         log=log,
         lcyc=log["cycle"],
@@ -713,7 +793,17 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
         # bus occupancy (HWP_BUSREC): the buffer the kernel fills, and the records drained from it
         occ=np.zeros(OCC_CHUNK * OCC_WIDTH if hwp[HWP_BUSREC] else OCC_WIDTH, dtype=i64),
         occ_parts=[],
+        busy=np.zeros(OCC_WIDTH, dtype=i64),  # (yield_to sets a partner's records)
     )
+
+
+def yield_to(s: dict, records: np.ndarray, act_w: int) -> None:
+    """The channel's unstamped commands yield their bus to a partner's commands (records,
+    hwmodel/bus.py, in issue order): each goes at the first cycle at or after its earliest
+    legal one where the partner does not hold its bus (the timing oracle's pair timing)."""
+    s["busy"] = np.ascontiguousarray(records, dtype=np.int64).reshape(-1)
+    s["hwp"][HWP_BUSY] = len(records)
+    s["hwp"][HWP_ACTW] = act_w
 
 
 def occupancy(s: dict) -> np.ndarray:
@@ -795,4 +885,5 @@ def _call(tab, prog: np.ndarray, s: dict[str, np.ndarray], sig: np.ndarray) -> i
         s["linstr"],
         s["err"],
         s["occ"],
+        s["busy"],
     )

@@ -330,6 +330,7 @@ def run_timing(
     streamed: bool = False,
     progress=None,
     jobs: int = 1,
+    yield_to: dict[int, np.ndarray] | None = None,
 ) -> Timed:
     """n_symbols: check src/dst symbol indices against it (None: not checked). streamed: feed the
     channel streams to the kernel a SLICE at a time (no command log, and the per-instruction
@@ -352,6 +353,8 @@ def run_timing(
     run = _Run(hw, tab, channels, host, program, record, n_symbols, streamed, defer=parallel)
     t1 = time.perf_counter()
     run.allocate()
+    for c, records in (yield_to or {}).items():
+        K.yield_to(run.states[c], records, bus.act_bus_cycles(hw))
     t2 = time.perf_counter()
     if parallel:
         from .parallel import Fallback, run_parallel

@@ -12,14 +12,16 @@ from hwmodel.oracle import CommandTimes
 from hwmodel.streams import StreamSet
 
 
-def time_commands(hw: Hardware, instrs: list[Instruction]) -> CommandTimes:
-    """hwmodel.oracle.CommandTimes of `instrs` on channel 0 of `hw` (the other channels idle)."""
+def time_commands(hw: Hardware, instrs: list[Instruction], yield_to: np.ndarray | None = None) -> CommandTimes:
+    """hwmodel.oracle.CommandTimes of `instrs` on channel 0 of `hw` (the other channels idle);
+    yield_to: the bus occupancy of channel 0's partner on a shared bus (hwmodel/bus.py records,
+    cycles from the same start), to which the commands yield their bus."""
     from . import simulate
 
     streams = StreamSet(
         hw.name, ISA_VERSION, [], [list(instrs)] + [[] for _ in range(hw.organization.channels - 1)], []
     )
-    res = simulate(hw, streams, functional=False, record=True)
+    res = simulate(hw, streams, functional=False, record=True, yield_to=None if yield_to is None else {0: yield_to})
     times = res.channel_times[0]
     log = res.log
     empty = np.zeros(0, dtype=np.int64)

@@ -50,7 +50,13 @@ NCMD = len(COMMANDS)
 SCOPE = {s: i for i, s in enumerate(SCOPES)}
 
 # Stall reasons beyond the table rows (index R + k; see channel.R_*).
-EXTRA_REASONS = ("sync", "stamp", "WRGB->MAC global-buffer burst tGB", "REF pulled-in credit")
+EXTRA_REASONS = (
+    "sync",
+    "stamp",
+    "WRGB->MAC global-buffer burst tGB",
+    "REF pulled-in credit",
+    "the other pseudo-channel's command on the shared bus",
+)
 
 
 def constraint_name(c) -> str:

@@ -79,7 +79,7 @@ class _Shared:
 
 def _stamp(seq, rel, start: int, shared: _Shared | None) -> list[Instruction]:
     """`seq` stamped at start + rel (rel: relative issue cycles, a tuple or an int64 array)."""
-    key = (id(rel), start)  # (a pair's staggered copy: another start)
+    key = id(rel)
     prev = shared.stamped.get(key) if shared is not None else None
     rel = rel.tolist() if isinstance(rel, np.ndarray) else rel
     if prev is not None and len(prev[0]) == len(seq):
@@ -107,14 +107,9 @@ def _encoded_body(pt, ch: int, shared: _Shared, lo: int, hi: int, out: np.ndarra
     if len(table) != len(rel):
         raise DecodeError(f"{pt.task}: channel {ch} encoded {len(table)} commands, {len(rel)} were timed")
     out[:] = table[lo:hi]
-    np.add(np.asarray(rel[lo:hi], dtype=np.int64), pt.start + _shift(pt, ch), out=out[:, C_STAMP])
+    np.add(np.asarray(rel[lo:hi], dtype=np.int64), pt.start, out=out[:, C_STAMP])
     if hi == len(rel):
         shared.read_rows()
-
-
-def _shift(pt, ch: int) -> int:
-    """The delay of channel ch's copy of placed task pt after its start (solver/pair_bus.py)."""
-    return pt.shifts.get(ch, 0) if pt.shifts else 0
 
 
 class _SignalRows:
@@ -168,7 +163,7 @@ def streams(
             def part(pt=pt, ch=ch, waits=waits, sig=sig, shared=shared) -> list[Instruction]:
                 seq, rel = _checked(pt, ch)
                 body = [make("WAIT", id=w) for w in waits]
-                body.extend(_stamp(seq, rel, pt.start + _shift(pt, ch), shared))
+                body.extend(_stamp(seq, rel, pt.start, shared))
                 if sig is not None:
                     body.append(make("SIG", id=sig))
                 return body

@@ -36,7 +36,7 @@ from .host_emit import emit_weight_read, encoded_weight_read
 from .kv_emit import emit_kv_append
 from .layout import Layout
 from .lower import Lowering
-from .pair_bus import PairShifts, round_shift
+from .pair_bus import round_shift
 from .payload import Role, TilingKind
 from .problem import HOST, SchedulingProblem, Solution
 from .refresh_points import refresh_round, round_cycles
@@ -63,8 +63,6 @@ class _Placed:
     end: int  # quiet end (next command on the resource may follow)
     completion: int
     per_channel: dict[int, tuple]  # channel (-1: host) -> (emit the commands, their relative issue cycles)
-    # channel -> its copy's delay after `start` (shared command buses: solver/pair_bus.py; else none)
-    shifts: dict[int, int] | None = None
 
 
 def _layouts(
@@ -105,28 +103,27 @@ def _task_commands(
     timings: StructureTimings,
     encode=None,
     layers: Relocations | None = None,
-    pairs: PairShifts | None = None,
 ):
     """Per channel: (a function that emits its unstamped commands, their relative issue cycles),
-    the task's duration and completion, its own refresh rounds per channel, and each channel's
-    delay after the task's start (shared command buses: solver/pair_bus.py). Emission is deferred
+    and the task's duration and completion. On a shared-bus device the odd channel of each pair
+    is timed yielding its bus to the even one's commands (solver/pair_bus.py). Emission is deferred
     to stream building, so the commands of the whole program never sit in memory twice."""
     kind, what = role
     if kind in (Role.EPI, Role.HOP):
         ins = make(kind.value, op=op_index[what])
-        return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}, None
+        return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
     if kind is Role.HMVS:  # rows of gemvs on the host, one launch
         seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
         busy = mv_chain_cycles(hw, program, [(op_index[o], n) for o, _r0, n in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
-        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}, None
+        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
     if kind in (Role.HOPS, Role.EPIS):  # one launch, the later ops chained to the first
         single = "HOP" if kind is Role.HOPS else "EPI"
         seq = [make(single, op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
         cost = chain_cycles if kind is Role.HOPS else epilogue_chain_cycles
         busy = cost(hw, program, [op_index[o] for o in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
-        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}, None
+        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
     pl, lay = tilings[what], layouts[what]
     g = groups[task.resource]
     cis = [pl.channels.index(c) for c in g.channels]
@@ -134,24 +131,19 @@ def _task_commands(
     if kind is Role.APPEND:
         # one channel per distinct slot rows is emitted and timed here (StructureTimings.appends),
         # every channel's commands are emitted when its stream is read
-        timed = timings.appends(lay, sym, cis, *pl.append)
+        timed = timings.append_timings(lay, sym, cis, *pl.append)  # (a pair's odd channel yielding)
         done = [tt for tt in timed.values() if tt is not None]
         end, comp = max((tt.duration for tt in done), default=0), max((tt.completion for tt in done), default=0)
         for ci in cis:
             rows = slot_rows(lay.t, ci)
-            tt = timed[rows]
+            tt = timed[ci]
             per[pl.channels[ci]] = (
                 lambda ci=ci: emit_kv_append(hw, lay, sym, ci, *pl.append),
                 () if tt is None else tt.issue,
             )
             if encode is not None:  # the encoded table leaves out host offsets: equal for those channels
                 per[pl.channels[ci]] += (partial(_encoded_append, hw, lay, sym, ci, pl.append, rows, encode),)
-        shifts = None
-        if pairs is not None:
-            of = {pl.channels[ci]: timed[slot_rows(lay.t, ci)] for ci in cis}
-            shifts, end2, comp2 = pairs.span(of, of.get)
-            end, comp = max(end, end2), max(comp, comp2)
-        return per, max(end, 1), comp, {}, shifts
+        return per, max(end, 1), comp, {}
     if kind is Role.MV:
         emitter = MVEmitter(hw, lay, sym, pl.style)
 
@@ -168,9 +160,16 @@ def _task_commands(
     # channel -> the task's own refresh rounds: (last refresh of each, first refresh of each)
     inner: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
     tts: dict[int, TaskTiming] = {}
-    for ci in cis:
-        tt = timings.structure(timings.key(kind, pl.style, lay.t, ci), lambda ci=ci: emit(ci))
-        tts[pl.channels[ci]] = tt
+    at = {pl.channels[ci]: ci for ci in cis}
+    for c in sorted(at):
+        ci = at[c]
+        key = timings.key(kind, pl.style, lay.t, ci)
+        if hw.organization.shared_bus and c % 2 and c - 1 in at:  # yields the bus to its pair's even channel
+            even = (timings.key(kind, pl.style, lay.t, at[c - 1]), tts[c - 1])
+            tt = timings.paired(*even, key, lambda ci=ci: emit(ci))
+        else:
+            tt = timings.structure(key, lambda ci=ci: emit(ci))
+        tts[c] = tt
         end, comp = max(end, tt.duration), max(comp, tt.completion)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
         if encode is not None:  # encoded from a template (assemble: the stream's rows)
@@ -179,14 +178,10 @@ def _task_commands(
                 if kind is Role.MV
                 else (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode, layers)),
             )
-    shifts = None
-    if pairs is not None:
-        shifts, end, comp = pairs.span(tts, tts.get)
     for c, tt in tts.items():
         if tt.refreshes:
-            d = shifts[c] if shifts else 0
-            inner[c] = (tuple(r + d for r in tt.refreshes), tuple(r + d for r in tt.refreshes_early))
-    return per, end, comp, inner, shifts
+            inner[c] = (tt.refreshes, tt.refreshes_early)
+    return per, end, comp, inner
 
 
 def _encoded_append(hw, lay: Layout, sym: Symbols, ci: int, append: tuple, rows: tuple, encode, cache: dict):
@@ -233,7 +228,6 @@ def _decode(
     placements: list[Placement] = []
     in_banks: set[str] = set()
     timings = StructureTimings(hw, lowering.structures, lowering.shared)  # what lowering and the bound timed already
-    pairs = PairShifts(hw) if hw.organization.shared_bus else None  # lockstep pairs staggered
     encode = partial(encode_stream, hw) if lazy else None  # lazy streams also hand out encoded parts
     # ... shared by the layers' tasks of one structure, and with a TimingCache by the decodes of
     # every lowering of the same timing fingerprint (relocate.py: a table of the same structure,
@@ -270,7 +264,6 @@ def _decode(
                 timings,
                 encode,
                 layers,
-                pairs,
             )
     # host memory: activations and the small weights the host reads (norms, biases, embeddings);
     # matrices that live in banks are not host tensors (a host GEMV reads them into W#host)
@@ -338,7 +331,7 @@ def _decode(
         return max(0, (len(early[g]) + 1 - ref.max_pulled_in) * ref.tREFI)
 
     for t in tasks:
-        per, dur, comp, inner, shifts = commands[t.name]
+        per, dur, comp, inner = commands[t.name]
         est = free[t.resource]
         for p, lag in preds[t.name]:
             if p not in placed:
@@ -376,7 +369,7 @@ def _decode(
             early[g].extend(est + r for r in early_rel)
             if n_min:
                 last[g] = est + min(inner[c][1][-1] for c in chans)
-        placed[t.name] = _Placed(t.name, t.resource, est, est + dur, est + comp, per, shifts)
+        placed[t.name] = _Placed(t.name, t.resource, est, est + dur, est + comp, per)
         free[t.resource] = est + dur
 
     def makespan() -> int:

@@ -28,14 +28,14 @@ from .fusion import fusion_groups, host_chains
 from .host_emit import emit_weight_read
 from .layout import Layout
 from .mvshape import MVShape, fused_shape, mv_shape
-from .pair_bus import PairShifts, round_shift
+from .pair_bus import round_shift
 from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
 from .problem import HOST, Dependency, Edge, Group, Job, Mode, Refresh, SchedulingProblem, Task
 from .refresh_points import round_busy, round_span
 from .split import split_modes
 from .symbols import Symbols
 from .task_timing import StructureTimings, TaskTiming, TimingCache, TimingStore
-from .tiling import Tiling, channel_signature, make_tiling, slot_rows, structure_key
+from .tiling import Tiling, channel_signature, make_tiling, structure_key
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,6 @@ class Lowerer:
         shared = None if timings is None else timings.store(hw)
         self.lowering = Lowering(hw, program, options, self.groups, shared=shared)
         self.structures = StructureTimings(hw, self.lowering.structures, shared)  # what decode will look up
-        self.pairs = PairShifts(hw)
         self.host_cycles = HostCosts(hw, program)
         self.too_big: dict[str, int] = {}  # job -> rows per bank its smallest rejected tiling needs
         # MV structure -> its emission split a MAC run (shared with the timings: a structure timed
@@ -145,9 +144,12 @@ class Lowerer:
         return (kind, style, memo[1]), sig
 
     # ---- timing of one task (cached) ---------------------------------------------------------
-    def _channel_timing(self, layout: Layout, kind: str, style: str, ci: int) -> TaskTiming:
+    def _channel_timing(
+        self, layout: Layout, kind: str, style: str, ci: int, even: tuple[tuple, TaskTiming] | None = None
+    ) -> TaskTiming:
         """The task of channel `ci` of `layout`, emitted and timed once per channel signature
-        (channels of one signature run the same commands: StructureTimings)."""
+        (channels of one signature run the same commands: StructureTimings); even: (structure
+        key, timing) of the other pseudo-channel of its pair on a shared bus, to which it yields."""
         key = self._key(kind, style, layout.t, ci)
         if kind == "mv":
 
@@ -158,7 +160,7 @@ class Lowerer:
                 return seq
         else:
             emit = lambda: emit_weight_read(self.hw, layout, Symbols(), ci)
-        tt = self.structures.structure(key, emit)
+        tt = self.structures.structure(key, emit) if even is None else self.structures.paired(*even, key, emit)
         self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
         return tt
 
@@ -171,12 +173,14 @@ class Lowerer:
         as the decoder does, so a group's task lasts what its slowest channel takes (on a
         shared-bus device: the later of each pair's two copies, the odd one staggered as the
         decoder staggers it, solver/pair_bus.py)."""
-        tts = {layout.t.channels[ci]: self._channel_timing(layout, kind, style, ci) for ci in cis}
-        slowest = max(tts.values(), key=lambda tt: tt.duration)
-        if not self.hw.organization.shared_bus:
-            return slowest
-        _shifts, dur, comp = self.pairs.span(tts, tts.get)
-        return replace(slowest, duration=dur, completion=comp)
+        at = {layout.t.channels[ci]: ci for ci in cis}
+        tts: dict[int, TaskTiming] = {}
+        for c in sorted(at):
+            even = None
+            if self.hw.organization.shared_bus and c % 2 and c - 1 in at:
+                even = (self._key(kind, style, layout.t, at[c - 1]), tts[c - 1])
+            tts[c] = self._channel_timing(layout, kind, style, at[c], even)
+        return max(tts.values(), key=lambda tt: tt.duration)
 
     def group_timings(self, layout: Layout, kind: str, style: str, gnames) -> dict[str, TaskTiming]:
         """Per group of the tiling: the timing of its slowest channel."""
@@ -258,14 +262,10 @@ class Lowerer:
         if key in self.lowering.timings:
             return self.lowering.timings[key].duration
         worst = 0
-        timed = self.structures.appends(layout, Symbols(), cis, new, position)
-        for tt in timed.values():
+        for tt in self.structures.append_timings(layout, Symbols(), cis, new, position).values():
             if tt is not None:
                 worst = max(worst, tt.duration)
                 self.lowering.max_tail = max(self.lowering.max_tail, tt.duration - tt.completion)
-        if self.hw.organization.shared_bus:  # the pairs' copies staggered (solver/pair_bus.py)
-            of = {layout.t.channels[ci]: timed[slot_rows(layout.t, ci)] for ci in cis}
-            worst = max(worst, self.pairs.span(of, of.get)[1])
         worst = max(1, worst)
         self.lowering.timings[key] = TaskTiming((), worst, worst)
         return worst

@@ -154,12 +154,16 @@ def _without_refresh(hw: Hardware) -> Hardware:
     )
 
 
-def time_task(hw: Hardware, instrs: list[Instruction]) -> TaskTiming:
+def time_task(hw: Hardware, instrs: list[Instruction], yield_to: np.ndarray | None = None) -> TaskTiming:
     """Issue `instrs` alone on a quiet device with refresh never due (the timing oracle), and read
-    off the relative issue cycles, the duration and the completion."""
+    off the relative issue cycles, the duration and the completion. yield_to (shared command
+    buses): the other pseudo-channel's occupancy in the same task (its TaskTiming.bus), to which
+    these commands yield their bus."""
     if not instrs:
         return TaskTiming(np.zeros(0, dtype=np.int64), 0, 0)
-    times = timing_oracle()(_without_refresh(hw), list(instrs))
+    oracle = timing_oracle()
+    hw0 = _without_refresh(hw)
+    times = oracle(hw0, list(instrs)) if yield_to is None else oracle(hw0, list(instrs), yield_to=yield_to)
     issue = np.array(times.issue, dtype=np.int64)
     issue.flags.writeable = False
     lat = max_latency_after(hw)
@@ -225,12 +229,15 @@ class StructureTimings:
         """An append, by its commands' timed fields."""
         return self.structure(_append_key(seq), lambda: seq)
 
-    def appends(self, lay, sym, cis, new: str, position: int) -> dict[tuple, TaskTiming | None]:
+    def appends(
+        self, lay, sym, cis, new: str, position: int, keys: dict | None = None
+    ) -> dict[tuple, TaskTiming | None]:
         """The KV append (new tensor, position) of each distinct slot rows (tiling.slot_rows) among
         channels `cis` of layout `lay` (None: no commands). Channels whose slots hold the same row
         ranges write the same banks, rows and columns, from other host offsets: one of them is
-        emitted and timed."""
+        emitted and timed. keys: filled with each slot rows' structure key."""
         out: dict[tuple, TaskTiming | None] = {}
+        keys = {} if keys is None else keys
         for ci in cis:
             rows = slot_rows(lay.t, ci)
             if rows in out:
@@ -238,7 +245,8 @@ class StructureTimings:
             emit = lambda ci=ci: emit_kv_append(self.hw, lay, sym, ci, new, position)  # noqa: E731
             if self.shared is None:
                 seq = emit()
-                out[rows] = self.time(seq) if seq else None
+                key = keys[rows] = _append_key(seq) if seq else None
+                out[rows] = self.structure(key, lambda seq=seq: seq) if seq else None
                 continue
             # with a shared store, the key of an append seen before is known without emitting it:
             # its timed fields follow from the tiling's structure, the channel's slots, its base
@@ -253,22 +261,49 @@ class StructureTimings:
             else:
                 sym.id(new)  # what emitting it would have done to the symbol table (decode's)
                 out[rows] = None if key is None else self.structure(key, emit)
+            keys[rows] = key
         return out
+
+    def append_timings(self, lay, sym, cis, new: str, position: int) -> dict[int, TaskTiming | None]:
+        """The KV append's timing per channel position of `cis` (None: no commands); on a
+        shared-bus device the odd channel of each pair timed yielding to the even one's (`paired`)."""
+        keys: dict = {}
+        timed = self.appends(lay, sym, cis, new, position, keys)
+        out = {ci: timed[slot_rows(lay.t, ci)] for ci in cis}
+        if not self.hw.organization.shared_bus:
+            return out
+        at = {lay.t.channels[ci]: ci for ci in cis}
+        for c, ci in at.items():
+            if c % 2 and c - 1 in at:
+                re, ro = slot_rows(lay.t, at[c - 1]), slot_rows(lay.t, ci)
+                if timed[re] is not None and timed[ro] is not None:
+                    emit = lambda ci=ci: emit_kv_append(self.hw, lay, sym, ci, new, position)  # noqa: E731
+                    out[ci] = self.paired(keys[re], timed[re], keys[ro], emit)
+        return out
+
+    def paired(self, even_key: tuple, even: TaskTiming, key: tuple, commands) -> TaskTiming:
+        """The odd pseudo-channel's task `key` (commands()) timed with its commands yielding the
+        shared command bus to the even channel's (`even`, structure `even_key`), both started in
+        the same cycle: each of its commands goes at the first cycle the even channel leaves its
+        bus free (organization.command_bus = shared_pair; solver/pair_bus.py)."""
+        if even.bus is None or not len(even.bus):
+            return self.structure(key, commands)
+        return self.structure(("pair", even_key, key), commands, even.bus)
 
     @staticmethod
     def key(kind: str, style: str, t, ci: int) -> tuple:
         """The structure of an MV ("mv") or weight-read ("rd") task on channel `ci` of tiling `t`."""
         return (kind, style, structure_key(t)), channel_signature(t, ci)
 
-    def structure(self, key: tuple, commands) -> TaskTiming:
+    def structure(self, key: tuple, commands, yield_to: np.ndarray | None = None) -> TaskTiming:
         """The timing of `commands()`, emitted only the first time `key` is seen (here or, with a
-        shared store, by any lowering of the same timing fingerprint)."""
+        shared store, by any lowering of the same timing fingerprint); yield_to: see time_task."""
         tt = self._seen.get(key)
         if tt is None:
             if self.shared is not None:
                 tt = self.shared.get(key)
             if tt is None:
-                tt = time_task(self.hw, commands())
+                tt = time_task(self.hw, commands(), yield_to)
                 if self.shared is not None:
                     self.shared.put(key, tt)
             self._seen[key] = tt

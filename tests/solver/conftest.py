@@ -184,9 +184,9 @@ def counted_oracle():
     inner = task_timing.timing_oracle()
     calls = [0]
 
-    def oracle(hw, instrs):
+    def oracle(hw, instrs, **kw):
         calls[0] += 1
-        return inner(hw, instrs)
+        return inner(hw, instrs, **kw)
 
     task_timing.use_oracle(oracle)
     try:
