@@ -7,6 +7,7 @@ refused one cycle beyond; a row and a column command may share a cycle; per_chan
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from simgen import streams
 
@@ -179,3 +180,36 @@ def test_parallel_gives_the_serial_first_error(hw, jobs):
         with pytest.raises(SimulationError) as e:
             simulate(hw4, ss, functional=False, record=False, jobs=j)
         assert e.value.kind == "timing" and e.value.stream == 3
+
+
+def test_oracle_yields_whole_sweeps_to_the_partner(hw):
+    """The timing oracle's pair timing (sim.oracle.time_commands(..., yield_to=)): the commands
+    go at the first cycles the partner leaves their bus free, a sweep moved whole (its commands
+    at the sweep spacing, as the stamped program will issue them), and the two stamped programs
+    simulate together without a collision."""
+    from hwmodel import bus
+    from sim.oracle import time_commands
+
+    n = 8
+    seq = [
+        make("ACT", mask=0x5, row=1),
+        make("WRGB", gb=0, count=n, src=0, offset=0),
+        make("MAC", mask=0x5, col=0, count=n, gb=0, acc=0),
+        make("MAC", mask=0x5, col=n, count=n, gb=0, acc=1),
+        make("PRE", mask=0x5),
+    ]
+    alone = time_commands(hw, seq)
+    rec = bus.records_from_commands(alone.command_cycles, alone.commands, alone.command_instrs)
+    paired = time_commands(hw, seq, yield_to=rec)
+    assert (
+        bus.collision(
+            rec, bus.records_from_commands(paired.command_cycles, paired.commands, paired.command_instrs), 0, 2
+        )
+        is None
+    )
+    assert paired.issue[0] >= alone.issue[0] + hw.timing.p("tACT_BUS")  # the even channel's ACT holds the row bus
+    mac = paired.command_cycles[paired.commands == K.MAC]
+    assert set(np.diff(mac[:n])) == {hw.mac_interval}  # the sweep moved whole
+    a = [ins.at(int(t)) for ins, t in zip(seq, alone.issue)]
+    b = [ins.at(int(t)) for ins, t in zip(seq, paired.issue)]
+    assert _run(hw, a, b, record=False).cycles == max(alone.cycles, paired.cycles)

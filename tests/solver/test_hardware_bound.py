@@ -99,6 +99,8 @@ OVERRIDES = st.lists(
             "pim.acc_registers=2",
             "pim.gb_write_path=dedicated",
             "pim.gb_write_path=data_bus",
+            "organization.command_bus=per_channel",  # (hbm2-pim, hbm3-pim: shared_pair)
+            "organization.command_bus=shared_pair",
         ]
     ),
     max_size=3,
