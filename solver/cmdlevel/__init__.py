@@ -16,7 +16,10 @@ Constraints, one module per family:
 * order.py - the transitive closure of those orders.
 * timing_rows.py - every row of hw.timing.constraints between every pair of commands of a
   channel, by scope (bank / bank group / rank / channel through the masks), window rows (tFAW)
-  over the N-th most recent; one command per cycle on a channel's bus (AllDifferent).
+  over the N-th most recent; one command per cycle on a channel's bus (AllDifferent); on a
+  shared-bus device (organization.command_bus = shared_pair) the row commands of channels 2k and
+  2k+1 do not overlap (an ACT holds the row bus tACT_BUS cycles), nor do their column commands
+  (model.py).
 * sync.py - SIG/WAIT across streams, the host stream (fixed op durations), the JEDEC refresh
   limits, and the makespan, all as equalities with the simulator's definitions.
 

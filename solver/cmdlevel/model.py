@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from hwmodel import Hardware
+from hwmodel import Hardware, bus
+from hwmodel.model import ROW_COMMANDS
 
 from .commands import ChannelStream, Command, expand, fixed_edges
 from .implied import mac_link_cumulative, tails
@@ -94,6 +95,16 @@ def solve(
         stats["fixed_pairs"] += len(ps.fixed)
         stats["free_pairs"] += len(ps.free)
         stats["window_pairs"] += len(ps.windows)
+    if hw.organization.shared_bus:  # channels 2k, 2k+1 share a row and a column command bus
+        act_w = bus.act_bus_cycles(hw)
+        for a in range(0, len(streams) - 1, 2):
+            pair = [x for cs in streams[a : a + 2] for k, x in cs.items if k == "cmd"]
+            for row in (True, False):
+                xs = [x for x in pair if (x.op in ROW_COMMANDS) == row]
+                if len(xs) > 1:
+                    m.AddNoOverlap(
+                        [m.NewFixedSizeIntervalVar(t[x.j], act_w if x.op == "ACT" else 1, f"b{x.j}") for x in xs]
+                    )
     sy = Sync(m, hw, H)
     for cs in streams:
         sy.channel(cs, t)
