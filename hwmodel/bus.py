@@ -150,6 +150,22 @@ def first_collision(a, b, shift, row_bus, act_w, out):
     return best
 
 
+def compact(records: np.ndarray) -> np.ndarray:
+    """Records without their instruction column, as int32 where the cycles fit (16 B each: what
+    a task's timing keeps, `TaskTiming.bus`); `expand` gives the records back (instruction -1)."""
+    out = records[:, [O_T0, O_STEP, O_N, O_CMD]]
+    if len(out) == 0 or int(np.abs(out).max()) < 2**31:
+        out = out.astype(np.int32)
+    return np.ascontiguousarray(out)
+
+
+def expand(small: np.ndarray) -> np.ndarray:
+    """The OCC_WIDTH-column int64 records of `compact`'s output."""
+    out = np.full((len(small), OCC_WIDTH), -1, dtype=np.int64)
+    out[:, [O_T0, O_STEP, O_N, O_CMD]] = small
+    return out
+
+
 def collision(a: np.ndarray, b: np.ndarray, shift: int, act_w: int) -> np.ndarray | None:
     """first_collision's out array, or None where there is none."""
     out = np.zeros(6, dtype=np.int64)

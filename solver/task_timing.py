@@ -41,7 +41,8 @@ class TaskTiming:
     # refreshes_early[k]; with all-bank REFs the two are equal
     refreshes_early: tuple[int, ...] = ()
     # organization.command_bus = shared_pair: the task's command-bus occupancy, relative cycles
-    # (hwmodel/bus.py records; None on devices whose channels have buses of their own)
+    # (hwmodel/bus.py records, compacted: bus.expand; None on devices whose channels have buses
+    # of their own)
     bus: np.ndarray | None = None
 
     def __eq__(self, other: object) -> bool:
@@ -177,7 +178,7 @@ def time_task(hw: Hardware, instrs: list[Instruction], yield_to: np.ndarray | No
         late, early = refresh_rounds(hw, instrs, issue)
     occ = None
     if hw.organization.shared_bus:
-        occ = bus.records_from_commands(times.command_cycles, times.commands, times.command_instrs)
+        occ = bus.compact(bus.records_from_commands(times.command_cycles, times.commands, times.command_instrs))
         occ.flags.writeable = False
     return TaskTiming(issue, duration, int(times.cycles), late, early, occ)
 
@@ -222,6 +223,7 @@ class StructureTimings:
         self._seen: dict[tuple, TaskTiming] = {} if seen is None else seen
         # timings of other lowerings of hardware with the same timing_fingerprint (TimingCache)
         self.shared = shared
+        self._last: tuple[tuple, list[Instruction]] | None = None  # the commands timed last
         if shared is not None and shared.fingerprint != timing_fingerprint(hw):
             raise ValueError("a TimingStore of another hardware fingerprint")
 
@@ -288,7 +290,12 @@ class StructureTimings:
         bus free (organization.command_bus = shared_pair; solver/pair_bus.py)."""
         if even.bus is None or not len(even.bus):
             return self.structure(key, commands)
-        return self.structure(("pair", even_key, key), commands, even.bus)
+        last = self._last
+        if last is not None and last[0] == key:  # (lockstep: the even channel's commands, just emitted)
+            commands = lambda: last[1]  # noqa: E731
+        tt = self.structure(("pair", even_key, key), commands, bus.expand(even.bus))
+        self._last = None
+        return tt
 
     @staticmethod
     def key(kind: str, style: str, t, ci: int) -> tuple:
@@ -303,7 +310,9 @@ class StructureTimings:
             if self.shared is not None:
                 tt = self.shared.get(key)
             if tt is None:
-                tt = time_task(self.hw, commands(), yield_to)
+                seq = commands()
+                self._last = (key, seq)  # the odd pseudo-channel of a pair often runs the same commands
+                tt = time_task(self.hw, seq, yield_to)
                 if self.shared is not None:
                     self.shared.put(key, tt)
             self._seen[key] = tt
