@@ -21,8 +21,9 @@ from hwmodel.record_stream import RecordStream
 
 from . import channel as K
 from .encode import C_BANK, C_N, C_OP, C_STAMP, C_SYM, OP_SIG, OP_WAIT, OPCODES, SignalMap, encode_stream, sync_rows
-from .errors import SimulationError, instruction_text
+from .errors import SimulationError
 from .host import HostRunner
+from .pairs import PairCheck
 from .records import record_rows_ops
 from .result import LOG_DTYPE
 from .timing import TimingTables, compile_tables
@@ -370,52 +371,9 @@ def run_timing(
         blocked, in_kernel = run_serial(run, progress)
     if blocked:
         raise _deadlock(channels, host, run.states, run.hr, blocked, run.signals.ids)
-    if hw.organization.shared_bus:
-        check_shared_buses(hw, channels, run.states)
+    if run.pairs is not None:
+        run.pairs.finish()  # (sim/pairs.py: the earliest collision of a pseudo-channel pair)
     return _finish(run, (t0, t1, t2), in_kernel)
-
-
-def check_shared_buses(hw: Hardware, channels, states) -> None:
-    """organization.command_bus = shared_pair: channels 2k and 2k+1 share a row and a column
-    command bus. Checked after every channel has run, from the occupancy each kernel recorded
-    (sim/channel.py, hwmodel/bus.py), so the result is the same whatever order or threads the
-    channels ran in: the earliest collision over all pairs (the lowest pair on a tie) is raised,
-    naming both channels, both instructions and the bus. A channel's own violation is found
-    while it runs and comes first."""
-    act_w = bus.act_bus_cycles(hw)
-    found = None
-    for a in range(0, len(channels) - 1, 2):
-        b = a + 1
-        if not len(channels[a]) or not len(channels[b]):
-            continue
-        out = bus.collision(K.occupancy(states[a]), K.occupancy(states[b]), 0, act_w)
-        if out is not None and (found is None or out[0] < found[1][0]):
-            found = ((a, b, K.occupancy(states[a]), K.occupancy(states[b])), out)
-    if found is None:
-        return
-    (a, b, ra, rb), out = found
-    cyc, ia, ib, ta, tb = (int(x) for x in out[:5])
-    who = [(a, ra[ia], ta), (b, rb[ib], tb)]
-    who.sort(key=lambda w: (w[2], w[0]))  # the command issued first holds the bus; the later one collides
-    (c0, r0, t0), (c1, r1, t1) = who
-    cmd0, cmd1 = COMMANDS[int(r0[bus.O_CMD])], COMMANDS[int(r1[bus.O_CMD])]
-    row = bool(bus.ROW_BUS[int(r0[bus.O_CMD])])
-    i0, i1 = int(r0[bus.O_INSTR]), int(r1[bus.O_INSTR])
-    held = f"cycles {t0}-{t0 + act_w - 1}" if cmd0 == "ACT" and act_w > 1 else f"cycle {t0}"
-    err = SimulationError(
-        "bus",
-        f"channels {a} and {b} share a {'row' if row else 'column'} command bus "
-        f"(organization.command_bus = shared_pair): {cmd1} here at cycle {t1} while channel {c0} "
-        f"instr {i0} `{instruction_text(channels[c0][i0])}` ({cmd0}) holds it {held}; two "
-        f"{'row' if row else 'column'} commands of a pseudo-channel pair may not overlap"
-        + (f" (an ACT holds the row bus tACT_BUS={act_w} cycles)" if row and act_w > 1 else ""),
-        cycle=cyc,
-        stream=c1,
-        instr=i1,
-        instruction=channels[c1][i1],
-    )
-    err.partner = (c0, i0)
-    raise err
 
 
 class _Run:
@@ -444,11 +402,13 @@ class _Run:
             K.new_state(tab, f.first_len, None if log is None else log[ends[c] : ends[c + 1]]) if f.first_len else idle
             for c, f in enumerate(feeds)
         ]
+        self.pairs = None
         if self.hw.organization.shared_bus:  # a channel whose partner issues nothing records no bus occupancy
             n = len(feeds)
             for c, f in enumerate(feeds):
                 if f.first_len and not (c ^ 1 < n and feeds[c ^ 1].first_len):
                     self.states[c]["hwp"][K.HWP_BUSREC] = 0
+            self.pairs = PairCheck(self.hw, self.channels, self.states)
         self.hr = HostRunner(self.hw, self.program, self.host, self.host_table)
 
     def channel_error(self, s: int) -> SimulationError:
@@ -494,6 +454,7 @@ def _run_serial(run: _Run, pending: list[int], progress) -> tuple[dict[int, int]
             in_kernel += time.perf_counter() - tk
             if status == K.ERROR:
                 raise run.channel_error(s)
+            finished = False
             if status == K.BLOCKED:
                 blocked[s] = int(states[s]["st"][K.ST_BLOCK])
             elif feeds[s].advance(states[s]):
@@ -501,6 +462,10 @@ def _run_serial(run: _Run, pending: list[int], progress) -> tuple[dict[int, int]
                 if progress is not None and time.monotonic() - told >= PROGRESS_EVERY:
                     progress(sum(f.base for f in feeds), total)
                     told = time.monotonic()
+            else:
+                finished = True
+            if run.pairs is not None:
+                run.pairs.stopped(s, finished)
         sig = signals.time
         for b, sid in list(blocked.items()):
             if sig[sid] >= 0:

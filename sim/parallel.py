@@ -227,13 +227,17 @@ def run_parallel(run, jobs: int, progress=None, every: float = 0.5) -> tuple[dic
                     continue
                 if status == K.ERROR:
                     failed = True
-                elif status == K.BLOCKED:
+                    continue
+                if status == K.BLOCKED:
                     blocked[s] = int(states[s]["st"][K.ST_BLOCK])
                 elif more:
                     ready.append(s)
                     if progress is not None and time.monotonic() - told >= every:
                         progress(sum(fd.base for fd in feeds), total)
                         told = time.monotonic()
+                if run.pairs is not None:  # (this thread; the partner only if no thread runs it)
+                    busy = set(running.values())
+                    run.pairs.stopped(s, status == K.DONE and not more, lambda c: c not in busy)
         if failed or blocked:
             raise Fallback()
     finally:

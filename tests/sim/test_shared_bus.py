@@ -213,3 +213,36 @@ def test_oracle_yields_whole_sweeps_to_the_partner(hw):
     a = [ins.at(int(t)) for ins, t in zip(seq, alone.issue)]
     b = [ins.at(int(t)) for ins, t in zip(seq, paired.issue)]
     assert _run(hw, a, b, record=False).cycles == max(alone.cycles, paired.cycles)
+
+
+def test_incremental_check_reports_the_whole_runs_collision(hw, monkeypatch):
+    """The pairs are checked as their channels stop (slice ends, WAITs) and records that can meet
+    nothing new are let go (sim/pairs.py): a streamed run cut into 3-instruction slices, serial
+    or on threads, reports the collision the whole run reports, and a legal program passes."""
+    import sim.engine
+
+    def chan(off, clash_at=None):
+        s = [make("ACT", cycle=20 + 3 * off, mask=1, row=1)]
+        s += [_rd(100 + 4 * off + 8 * k) for k in range(30)]
+        s += [make("SIG", id=10 + off), make("WAIT", id=11 - off)]
+        s += [_rd(600 + 4 * off + 8 * k) for k in range(30)]
+        if clash_at is not None:
+            s.append(_rd(clash_at))
+        s.append(_pre(1000 + 5 * off))
+        return s
+
+    legal = streams(hw, chan(0, 900), chan(1, 901))
+    bad = streams(hw, chan(0, 900), chan(1, 900))
+    whole = []
+    for ss in (legal, bad):
+        try:
+            whole.append(simulate(hw, ss, functional=False, record=True).cycles)
+        except SimulationError as e:
+            whole.append(str(e))
+    assert isinstance(whole[0], int) and "cycle 900" in whole[1]
+    monkeypatch.setattr(sim.engine, "SLICE", 3)
+    for jobs in (1, 2):
+        assert simulate(hw, legal, functional=False, record=False, jobs=jobs).cycles == whole[0]
+        with pytest.raises(SimulationError) as e:
+            simulate(hw, bad, functional=False, record=False, jobs=jobs)
+        assert str(e.value) == whole[1]
