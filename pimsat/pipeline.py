@@ -164,9 +164,10 @@ def lower_program(
     if timings is None:  # the styles' own store: timings shared, each decode's tables its own
         timings = TimingCache(size=1)
         timings.store(hw).share_layers = False
+    store = timings.store(hw)  # (started afresh here if over its bytes; not while lowering)
     options = tuple(LowerOptions(groups=groups, style=s) for s in Style)
     try:
-        warm(hw, program, options, timings.store(hw), jobs)
+        warm(hw, program, options, store, jobs)
         by_style = {o.style: lower(hw, program, o, timings) for o in options}
     except LoweringError as e:
         raise InfeasibleError(str(e)) from None

@@ -123,7 +123,7 @@ class Lowerer:
     def __init__(self, hw: Hardware, program: Program, options: LowerOptions, timings: TimingCache | None = None):
         self.hw, self.p, self.opt = hw, program, options
         self.groups = make_groups(hw, options.groups, hw.organization.rows)
-        shared = None if timings is None else timings.store(hw)
+        shared = None if timings is None else timings.store(hw, renew=False)
         self.lowering = Lowering(hw, program, options, self.groups, shared=shared)
         self.structures = StructureTimings(hw, self.lowering.structures, shared)  # what decode will look up
         self.host_cycles = HostCosts(hw, program)

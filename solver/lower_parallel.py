@@ -71,7 +71,7 @@ def _time_root(op: str) -> tuple[dict[tuple, TaskTiming], dict[tuple, bool], dic
     cache = TimingCache(size=1)
     for opt in options:
         Lowerer(hw, program, opt, cache).build(only=frozenset({op}))
-    store = cache.store(hw)
+    store = cache.store(hw, renew=False)
     return store.timings, store.split_used, store.append_keys
 
 

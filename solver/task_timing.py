@@ -383,11 +383,14 @@ class TimingCache:
         self.size, self.max_bytes = size, max_bytes
         self._stores: OrderedDict[str, TimingStore] = OrderedDict()
 
-    def store(self, hw: Hardware) -> TimingStore:
-        """The store of `hw`'s timing fingerprint (made on first use), now the most recent."""
+    def store(self, hw: Hardware, renew: bool = True) -> TimingStore:
+        """The store of `hw`'s timing fingerprint (made on first use), now the most recent. One
+        holding more than max_bytes is started afresh where `renew` (a lowering asks so once, at
+        its start: pipeline.lower_program; the lowerings of both styles then read the same store,
+        however large the first made it)."""
         fp = timing_fingerprint(hw)
         st = self._stores.pop(fp, None)
-        if st is None or st.nbytes > self.max_bytes:
+        if st is None or (renew and st.nbytes > self.max_bytes):
             st = TimingStore(fp)
         self._stores[fp] = st
         while len(self._stores) > self.size:
