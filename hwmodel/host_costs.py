@@ -15,6 +15,9 @@ Costs, in memory-clock cycles (all integers):
   ``dispatch_cycles + ceil(B*rows*K / matrix_macs_per_cycle)``; with ``chain=1`` no dispatch.
 * ``epilogue_cycles(hw, program, i)`` - epilogue of a PIM-dispatched op (EPI):
   ``dispatch_cycles + ceil(output elements / vector_elements_per_cycle)``.
+* A head range (ISA 1.4: HOP/EPI ``head0``, ``heads`` > 0): a softmax over attention scores
+  [B, H, L] run on heads head0.. only, an attn_score/attn_context epilogue of those heads only:
+  the same formulas over the range's elements (``heads / H`` of every tensor counted).
 """
 
 from __future__ import annotations
@@ -45,13 +48,48 @@ def _activation_elements(program, names) -> int:
     return sum(_numel(program.tensors[n].shape) for n in names if program.tensors[n].role.value == "activation")
 
 
-def host_op_cycles(hw: Hardware, program, op_index: int) -> int:
-    """Cycles the host unit is busy running op ``program.ops[op_index]`` (HOP)."""
+HEAD_RANGE_KINDS = {"HOP": ("softmax",), "EPI": ("attn_score", "attn_context")}  # ops a head range may cut
+
+
+def op_heads(program, op) -> int:
+    """The heads an op's head range counts: the attention ops' `heads`; a softmax's axis 1 of
+    its [B, H, L] input (0: not cut by heads)."""
+    if op.kind.value in ("attn_score", "attn_context"):
+        return int(op.attrs["heads"])
+    shape = program.tensors[op.inputs[0]].shape
+    return int(shape[1]) if op.kind.value == "softmax" and len(shape) == 3 else 0
+
+
+def head_range_error(program, op_index: int, mnemonic: str, head0: int, heads: int) -> str | None:
+    """Why a HOP/EPI head range is not valid for op ``program.ops[op_index]`` (None: it is, or
+    heads = 0, the whole op)."""
+    if heads == 0:
+        return None if head0 == 0 else f"head0 = {head0} without heads (heads = 0 is the whole op)"
+    op = program.ops[op_index]
+    if op.kind.value not in HEAD_RANGE_KINDS[mnemonic]:
+        return f"a head range applies to {'/'.join(HEAD_RANGE_KINDS[mnemonic])}, not {op.kind.value} '{op.name}'"
+    total = op_heads(program, op)
+    if total == 0:
+        return f"op '{op.name}' has no heads axis (a softmax over [B, H, L])"
+    if head0 + heads > total:
+        return f"heads {head0}..{head0 + heads - 1} outside op '{op.name}''s {total} heads"
+    return None
+
+
+def _share(program, op, n: int, heads: int) -> int:
+    """Elements of a tensor of `n` elements in a range of `heads` heads of the op (0: all)."""
+    return n if heads == 0 else n * heads // op_heads(program, op)
+
+
+def host_op_cycles(hw: Hardware, program, op_index: int, heads: int = 0) -> int:
+    """Cycles the host unit is busy running op ``program.ops[op_index]`` (HOP; `heads` > 0: a
+    softmax on that many of its heads)."""
     op = program.ops[op_index]
     if op.kind.value in MATRIX_KINDS:
         work, rate = _macs(program, op), hw.host.matrix_macs_per_cycle
     else:
         work = _activation_elements(program, op.inputs) + _activation_elements(program, op.outputs)
+        work = _share(program, op, work, heads)
         rate = hw.host.vector_elements_per_cycle
     return hw.host.dispatch_cycles + -(-work // rate)
 
@@ -84,8 +122,9 @@ def epilogue_chain_cycles(hw: Hardware, program, op_indices) -> list[int]:
     return [epilogue_cycles(hw, program, i) - (hw.host.dispatch_cycles if k else 0) for k, i in enumerate(op_indices)]
 
 
-def epilogue_cycles(hw: Hardware, program, op_index: int) -> int:
-    """Cycles of the epilogue (EPI) of PIM-dispatched op ``program.ops[op_index]``."""
+def epilogue_cycles(hw: Hardware, program, op_index: int, heads: int = 0) -> int:
+    """Cycles of the epilogue (EPI) of PIM-dispatched op ``program.ops[op_index]`` (`heads` > 0:
+    of that many of an attention op's heads)."""
     op = program.ops[op_index]
-    out = _numel(program.tensors[op.outputs[0]].shape)
+    out = _share(program, op, _numel(program.tensors[op.outputs[0]].shape), heads)
     return hw.host.dispatch_cycles + -(-out // hw.host.vector_elements_per_cycle)

@@ -21,7 +21,8 @@ the host tensor's dtype. EPI: gemv out = round(staging + bias), attn_score out =
 1/sqrt(head_dim)), attn_context out = round(staging). HOP runs ir.reference.execute, but for a
 gemv or attention (the host matrix unit), whose dot products follow hwmodel.numerics as in PIM.
 HMV: the rows' dot products by hwmodel.numerics (x and W as stored on the host), added to the
-staging tensor.
+staging tensor. A HOP or EPI with a head range (ISA 1.4) reads and writes only the elements of
+those heads (a softmax's rows are independent, so its values are the whole op's).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import math
 import numpy as np
 
 from hwmodel import numerics
+from hwmodel.host_costs import op_heads
 from hwmodel.model import Hardware
 from hwmodel.numerics import accumulate, burst_sums
 from hwmodel.streams import StreamSet
@@ -342,6 +344,9 @@ class Machine:
         op = self.program.ops[ins.get("op")]
         if ins.op == "HMV":
             return self._hmv(op, ins, s, i, time)
+        heads = ins.get("heads")  # ISA 1.4: > 0, only heads head0.. of every batch row
+        if heads:
+            return self._head_range(op, ins, s, i, time)
         if ins.op == "HOP":
             vals = {}
             for k, n in enumerate(op.inputs):
@@ -374,6 +379,38 @@ class Machine:
             tt = self.program.tensors[name]
             t = self.host[name] = HostTensor(name, tt.shape, tt.dtype.value)
         self.pending[(s, i)] = (t, slice(0, t.size), np.asarray(out).reshape(-1), False)
+
+    def _heads_index(self, name: str, op, head0: int, heads: int) -> np.ndarray:
+        """Flat indices of heads head0..head0+heads-1 of every batch row of tensor `name`, seen as
+        [B, H, X] (H the op's heads: scores and probabilities [B, H, L], context [B, H * hd])."""
+        shape = self.program.tensors[name].shape
+        b, h = shape[0], op_heads(self.program, op)
+        x = math.prod(shape) // (b * h)
+        rows = np.arange(b)[:, None] * h + head0 + np.arange(heads)[None, :]
+        return (rows.reshape(-1, 1) * x + np.arange(x)[None, :]).reshape(-1)
+
+    def _head_range(self, op, ins, s: int, i: int, time: int) -> None:
+        """HOP softmax or EPI of an attention op on a head range (the simulator's timing pass
+        checked the range): reads and writes only those heads' elements."""
+        head0, heads = ins.get("head0"), ins.get("heads")
+        out_name = op.outputs[0]
+        idx = self._heads_index(out_name, op, head0, heads)
+        if ins.op == "HOP":  # a softmax over [B, H, L]: its rows are independent
+            src = op.inputs[0]
+            t = self._operand(op, 0, s, i, time)
+            b, _h, length = self.program.tensors[src].shape
+            x = self.read(t, self._heads_index(src, op, head0, heads), s, i, time).reshape(b, heads, length)
+            out = execute(op, self.program, {src: np.ascontiguousarray(x)})
+        else:
+            st = self._named(out_name + "#acc", s, i, time)
+            out = self.read(st, idx, s, i, time).astype(F32)
+            if op.kind.value == "attn_score":
+                out = out * F32(1.0 / math.sqrt(op.attrs["head_dim"]))
+        t = self.host.get(out_name)
+        if t is None:
+            tt = self.program.tensors[out_name]
+            t = self.host[out_name] = HostTensor(out_name, tt.shape, tt.dtype.value)
+        self.pending[(s, i)] = (t, idx, np.asarray(out).reshape(-1), False)
 
     def _hmv(self, op, ins, s: int, i: int, time: int) -> None:
         """Rows row0.. of a gemv on the host: fp32 x . W[n] added into the staging `Y#acc` at delivery."""

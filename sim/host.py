@@ -15,6 +15,7 @@ from hwmodel.host_costs import (  # noqa: F401  (re-exported: the simulator's AP
     chain_cycles,
     epilogue_chain_cycles,
     epilogue_cycles,
+    head_range_error,
     host_mv_cycles,
     host_op_cycles,
     mv_chain_cycles,
@@ -48,7 +49,8 @@ class HostRunner:
     def _duration(self, kind: int, op_index: int, i: int) -> int:
         chained = self.stream[i].get("chain") == 1
         rows = self.stream[i].get("rows") if kind == OP_HMV else 0
-        key = (kind, op_index, chained, rows)
+        head0, heads = (0, 0) if kind == OP_HMV else (self.stream[i].get("head0"), self.stream[i].get("heads"))
+        key = (kind, op_index, chained, rows, head0, heads)
         if key not in self._cost:
             ins = self.stream[i]
             if self.program is None:
@@ -80,9 +82,14 @@ class HostRunner:
                     instr=i,
                     instruction=ins,
                 )
+            bad = head_range_error(self.program, op_index, ins.op, head0, heads)
+            if bad is not None:
+                raise SimulationError("symbol", f"{ins.op} head range: {bad}", stream="host", instr=i, instruction=ins)
             fn = host_op_cycles if kind == OP_HOP else epilogue_cycles
             # a HOP (EPI) chained to the one before it is part of the same kernel launch
-            self._cost[key] = fn(self.hw, self.program, op_index) - (self.hw.host.dispatch_cycles if chained else 0)
+            self._cost[key] = fn(self.hw, self.program, op_index, heads) - (
+                self.hw.host.dispatch_cycles if chained else 0
+            )
         return self._cost[key]
 
     def _hmv_cycles(self, op_index: int, i: int) -> int:
