@@ -39,39 +39,39 @@ def critical_path(problem: SchedulingProblem, *others: SchedulingProblem) -> int
     the same jobs lowered in other styles (`others`), each mode started as early as its own input
     tasks' producers allow. Dependencies count at op granularity (`SchedulingProblem.ports`): an
     input task waits for the earliest time, over the producer's modes, the producer op's result
-    is ready (plus the sync when the input task is not on the host)."""
-    finish = _finish_times(problem, *others)
-    return max((v for (j, op), v in finish.items() if op is None), default=0)
+    is ready (for the heads it reads, `Mode.output_for`; plus the sync when the input task is not
+    on the host)."""
+    ends = _mode_ends(problem, *others)
+    return max((min(end[m.output] for m, end in modes) for modes in ends.values()), default=0)
 
 
 def _finish_times(problem: SchedulingProblem, *others: SchedulingProblem) -> dict[tuple[str, str | None], int]:
-    """(job, op) -> earliest time the op's result can be ready; (job, None) -> the job's end."""
+    """(job, op) -> earliest time all of the op's result can be ready; (job, None) -> the job's end."""
+    finish: dict[tuple[str, str | None], int] = {}
+    for job, modes in _mode_ends(problem, *others).items():
+        finish[(job, None)] = min(end[m.output] for m, end in modes)
+        for op in problem.job(job).ops:
+            finish[(job, op)] = min(end[m.output_of(op)] for m, end in modes)
+    return finish
+
+
+def _mode_ends(problem: SchedulingProblem, *others: SchedulingProblem) -> dict[str, list[tuple[object, dict]]]:
+    """job -> (mode, earliest end of each of its tasks) over its modes here and in `others`."""
     alt: dict[str, list] = {}  # job -> its modes in the other styles (same job: same name and ops)
     for other in others:
         for job in other.jobs:
             alt.setdefault(job.name, []).append(job)
-    finish: dict[tuple[str, str | None], int] = {}
     into: dict[str, list] = {}
     for d in problem.dependencies:
         into.setdefault(d.after, []).append(d)
+    ends: dict[str, list[tuple[object, dict]]] = {}
     for job in problem.jobs:
         modes = list(job.modes) + [m for j in alt.get(job.name, ()) if j.ops == job.ops for m in j.modes]
-        fastest = None
-        ready_ops: dict[str, int | None] = {op: None for op in job.ops}
-        for mode in modes:
-            end = _mode_end(problem, mode, into.get(job.name, []), finish)
-            out = end[mode.output]
-            fastest = out if fastest is None else min(fastest, out)
-            for op in job.ops:
-                e = end[mode.output_of(op)]
-                ready_ops[op] = e if ready_ops[op] is None else min(ready_ops[op], e)
-        finish[(job.name, None)] = fastest or 0
-        for op, v in ready_ops.items():
-            finish[(job.name, op)] = v or 0
-    return finish
+        ends[job.name] = [(mode, _mode_end(problem, mode, into.get(job.name, []), ends)) for mode in modes]
+    return ends
 
 
-def _mode_end(problem: SchedulingProblem, mode, deps: list, finish: dict) -> dict[str, int]:
+def _mode_end(problem: SchedulingProblem, mode, deps: list, ends: dict) -> dict[str, int]:
     """Earliest end of every task of `mode` (its internal edges; its input tasks after the
     producers' results and the sync between streams), with no resource contention."""
     tasks = {t.name: t for t in mode.tasks}
@@ -81,7 +81,9 @@ def _mode_end(problem: SchedulingProblem, mode, deps: list, finish: dict) -> dic
     wait: dict[str, int] = {}
     for d in deps:
         for pop, _cop, u in problem.ports(d, mode):
-            wait[u] = max(wait.get(u, 0), finish[(d.before, pop)])
+            heads = mode.heads.get(u) if pop is not None else None
+            ready = min(end[m.output_for(pop, heads)] for m, end in ends[d.before])
+            wait[u] = max(wait.get(u, 0), ready)
     end: dict[str, int] = {}
     for _ in range(len(tasks)):
         for name, t in tasks.items():

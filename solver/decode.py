@@ -112,6 +112,10 @@ def _task_commands(
     if kind in (Role.EPI, Role.HOP):
         ins = make(kind.value, op=op_index[what])
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
+    if kind in (Role.EPI_HEADS, Role.HOP_HEADS):  # a head range of an attention op or its softmax
+        op, head0, heads = what
+        ins = make("EPI" if kind is Role.EPI_HEADS else "HOP", op=op_index[op], head0=head0, heads=heads)
+        return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
     if kind is Role.HMVS:  # rows of gemvs on the host, one launch
         seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
         busy = mv_chain_cycles(hw, program, [(op_index[o], n) for o, _r0, n in what])
@@ -271,7 +275,15 @@ def _decode(
         o
         for j in problem.jobs
         for r in chosen[j.name].payload.roles.values()
-        for o in ((r.arg,) if r.role is Role.HOP else r.arg if r.role is Role.HOPS else ())
+        for o in (
+            (r.arg,)
+            if r.role is Role.HOP
+            else r.arg
+            if r.role is Role.HOPS
+            else (r.arg[0],)
+            if r.role is Role.HOP_HEADS
+            else ()
+        )
     ]
     # (a host GEMV or attention reads its bank-resident matrix through RD into X#host, not from host memory)
     host_reads = {

@@ -36,7 +36,7 @@ def emit_kv_append(
                 loc = lay.locate(ci, sl.matrix, position, k0, slot)
                 assert loc is not None
                 _pu, bank, row, col, _lane = loc
-                offset = (b * sh.groups + g) * sh.head_dim + k0
+                offset = (b * sh.kv_heads + g) * sh.head_dim + k0
                 writes.setdefault((bank, row), []).append(
                     make("WR", bank=bank, col=col, count=t.chunk_len(c), src=src, offset=offset, emask=0xFFFF)
                 )
@@ -45,7 +45,7 @@ def emit_kv_append(
                 loc = lay.locate(ci, sl.matrix, d, position, slot)
                 assert loc is not None
                 _pu, bank, row, col, lane = loc
-                offset = (b * sh.groups + g) * sh.head_dim + d
+                offset = (b * sh.kv_heads + g) * sh.head_dim + d
                 writes.setdefault((bank, row), []).append(
                     make("WR", bank=bank, col=col, count=1, src=src, offset=offset, emask=1 << lane)
                 )

@@ -5,7 +5,9 @@ Jobs follow the program in topological order:
   each half, each single group) and, as dispatch alternatives, the host (weights read over
   the link, GEMM on the host matrix unit) and a split of its rows between both (solver/split.py);
 - kv_append + attn_score and kv_append + attn_context become one job each (the append writes
-  where the attention op's layout keeps the cache), PIM over group subsets;
+  where the attention op's layout keeps the cache), PIM over group subsets, and pipelined by
+  head groups (solver/head_groups.py: the score job, the softmax between them and the context
+  job each get modes that run one head group at a time);
 - every other op is a host job (one HOP task).
 Every task's duration comes from emitting its commands and issuing them with the hardware
 model's timing rules (`task_timing`), on every distinct channel of its group: a group's task
@@ -25,6 +27,7 @@ from ir import OpKind, Program
 
 from .emit_mv import MVEmitter
 from .fusion import fusion_groups, host_chains
+from .head_groups import attention_head_group_modes, softmax_head_group_modes
 from .host_emit import emit_weight_read
 from .layout import Layout
 from .mvshape import MVShape, fused_shape, mv_shape
@@ -451,9 +454,10 @@ class Lowerer:
                 if ap is not None:
                     covered.insert(0, ap.name)
                     absorbed[ap.name] = op.name
-                modes = self._pim_modes(
-                    op.name, mv_shape(p, op.name), append, append_op=ap.name if ap is not None else None
-                )
+                shape = mv_shape(p, op.name)
+                append_op = ap.name if ap is not None else None
+                modes = self._pim_modes(op.name, shape, append, append_op=append_op)
+                modes += attention_head_group_modes(self, op.name, shape, append, append_op)
             elif op.kind is OpKind.gemv and op.name in fusion:
                 members = fusion[op.name]
                 covered = list(members)
@@ -495,6 +499,7 @@ class Lowerer:
                 continue
             else:
                 hop = Task(f"{op.name}/hop", HOST, self.host_cycles.op(i))
+                head_groups = softmax_head_group_modes(self, op.name) if op.kind is OpKind.softmax else []
                 modes = [
                     Mode(
                         "host",
@@ -505,7 +510,7 @@ class Lowerer:
                         {},
                         ModePayload((), {hop.name: TaskRole(Role.HOP, op.name)}),
                     )
-                ]
+                ] + head_groups
             if self.opt.style == Style.NAIVE:
                 modes = modes[:1]
             jobs.append(self._job(op.name, covered, modes))

@@ -14,7 +14,7 @@ never look at the op kind again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ir import OpKind, Program
 
@@ -56,6 +56,9 @@ class MVShape:
     max_ctx: int = 0
     heads: int = 0
     parts: tuple[Part, ...] = ()  # gemv: one per fused op (a single one when not fused)
+    # attention over a head group (head_group): kv heads group0..group0+groups-1 of the op's
+    # heads // heads_per_group (its matrices: every batch row of those kv heads)
+    group0: int = 0
 
     @property
     def ops(self) -> tuple[str, ...]:
@@ -85,8 +88,14 @@ class MVShape:
     def same_part(self, row_a: int, row_b: int) -> bool:
         return self.part_of(row_a) is self.part_of(row_b)
 
+    @property
+    def kv_heads(self) -> int:
+        """The op's kv heads (attention): `groups` of them are this shape's, from `group0`."""
+        return self.heads // self.heads_per_group if self.heads else self.groups
+
     def matrix_coords(self, m: int) -> tuple[int, int]:
-        return divmod(m, self.groups)  # (b, g)
+        b, g = divmod(m, self.groups)
+        return b, self.group0 + g  # (batch row, kv head of the op)
 
     def element_index(self, m: int, row: int, k: int) -> int:
         """Flat index into the resident tensor of matrix m's element (row, k)."""
@@ -94,7 +103,7 @@ class MVShape:
             p = self.part_of(row)
             return ((row - p.row0 + p.src0) if p else row) * self.k + k
         b, g = self.matrix_coords(m)
-        base = (b * self.groups + g) * self.max_ctx
+        base = (b * self.kv_heads + g) * self.max_ctx
         if self.kind_key == "score":
             return (base + row) * self.head_dim + k
         return (base + k) * self.head_dim + row  # context: row = d, k = t
@@ -189,6 +198,14 @@ def mv_shape(program: Program, op_name: str) -> MVShape:
             heads,
         )
     raise ValueError(f"op {op_name} ({op.kind.value}) is not PIM-capable")
+
+
+def head_group(shape: MVShape, group0: int, groups: int) -> MVShape:
+    """An attention shape cut to kv heads group0..group0+groups-1 (every batch row): the scores
+    or context of one head group, laid out and emitted as a matrix set of its own."""
+    if shape.kind_key not in ("score", "context") or not 0 <= group0 < group0 + groups <= shape.kv_heads:
+        raise ValueError(f"kv heads [{group0}, {group0 + groups}) of {shape.op} ({shape.kind_key})")
+    return replace(shape, matrices=shape.batch * groups, groups=groups, group0=shape.group0 + group0)
 
 
 def fused_shape(program: Program, op_names: list[str], name: str) -> MVShape:

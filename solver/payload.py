@@ -41,18 +41,21 @@ class Role(StrEnum):
     EPIS = "EPIS"  # one launch of several epilogues (fused group), op names, the later chained
     HOPS = "HOPS"  # one launch of several host ops (an elementwise chain), op names
     HMVS = "HMVS"  # rows of gemvs on the host matrix unit, ((op, first row, rows), ...)
+    EPI_HEADS = "EPIH"  # the epilogue of an attention op's head range, (op name, first head, heads)
+    HOP_HEADS = "HOPH"  # a softmax on a head range, (op name, first head, heads)
 
     @property
     def on_host(self) -> bool:
         return self in HOST_ROLES
 
 
-HOST_ROLES = frozenset({Role.EPI, Role.HOP, Role.EPIS, Role.HOPS, Role.HMVS})
+HOST_ROLES = frozenset({Role.EPI, Role.HOP, Role.EPIS, Role.HOPS, Role.HMVS, Role.EPI_HEADS, Role.HOP_HEADS})
 
 
 class TaskRole(NamedTuple):
     """A task's role and its argument: a tiling index for channel roles, an op name (EPI, HOP),
-    op names (EPIS, HOPS) or row ranges (HMVS) for host roles."""
+    op names (EPIS, HOPS), row ranges (HMVS) or (op name, first head, heads) (EPIH, HOPH) for
+    host roles."""
 
     role: Role
     arg: object

@@ -19,7 +19,10 @@ rules) and consumed by `solver.cpsat` and `solver.heuristics`, which return a `S
   producer op's result is ready at the end of `a_mode.outputs[op]` (an unfused Q/K/V mode
   finishes Q long before V), and only the input tasks that read the consumer op
   (`b_mode.reads[task]`, e.g. the KV append of an attention job reads the new K/V, not the
-  softmax) wait for it. `SchedulingProblem.links` is the one place this rule is spelled out.
+  softmax) wait for it. A mode pipelined by head groups refines this by heads
+  (`Mode.heads`, `Mode.head_outputs`): an input task that reads heads [h0, h1) of a producer op
+  waits for the producer mode's task that makes a head range covering them ready, if it has one
+  (`Mode.output_for`). `SchedulingProblem.links` is the one place this rule is spelled out.
 - Capacity: a mode uses `usage[group]` DRAM rows in every bank of every channel of that group;
   per group the sum over chosen modes (times `repeat`, for layer templates) must not exceed the
   group's `capacity_rows` (rows per bank left after the reserved KV cache and other fixed data).
@@ -75,9 +78,26 @@ class Mode:
     reads: dict[str, tuple[str, ...]] = field(
         default_factory=dict
     )  # input task -> covered ops whose inputs it reads (default: all)
+    # attention pipelined by head groups: input task -> the heads [h0, h1) of the producer's
+    # result it reads (default: all of it) ...
+    heads: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # ... and covered op -> ((h0, h1, task), ...): after which task heads [h0, h1) of its result
+    # are ready (a consumer reading heads within one range waits for that task only)
+    head_outputs: dict[str, tuple[tuple[int, int, str], ...]] = field(default_factory=dict)
 
     def output_of(self, op: str) -> str:
         return self.outputs.get(op, self.output)
+
+    def output_for(self, op: str | None, heads: tuple[int, int] | None = None) -> str:
+        """The task after which `op`'s result (None: the job's output) is ready for a reader of
+        `heads` (None: all of it): the head range's task that covers them, else the op's."""
+        if op is None:
+            return self.output
+        if heads is not None:
+            for h0, h1, task in self.head_outputs.get(op, ()):
+                if h0 <= heads[0] and heads[1] <= h1:
+                    return task
+        return self.output_of(op)
 
     def reads_op(self, task: str, op: str) -> bool:
         ops = self.reads.get(task)
@@ -173,7 +193,7 @@ class SchedulingProblem:
         these modes are chosen: `after`'s input starts >= the output's end + lag."""
         out: list[tuple[str, str]] = []
         for pop, _cop, u in self.ports(d, after):
-            pair = (before.output if pop is None else before.output_of(pop), u)
+            pair = (before.output_for(pop, after.heads.get(u)), u)
             if pair not in out:
                 out.append(pair)
         return out

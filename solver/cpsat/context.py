@@ -29,9 +29,13 @@ class ModelContext:
     start: dict[str, cp_model.IntVar] = field(default_factory=dict)  # task -> start var
     interval: dict[str, cp_model.IntervalVar] = field(default_factory=dict)
     by_resource: dict[str, list[str]] = field(default_factory=dict)  # resource -> task names
-    ready: dict[tuple[str, str | None], cp_model.LinearExprT] = field(default_factory=dict)  # (job, op) -> result ready
-    ready_var: dict[tuple[str, str | None], cp_model.IntVar] = field(default_factory=dict)  # only real vars
-    out_lit: dict[tuple[str, str | None, str], cp_model.IntVar] = field(default_factory=dict)  # (job, op, res)
+    # (job, op, heads read) -> result ready
+    ready: dict[tuple[str, str | None, tuple[int, int] | None], cp_model.LinearExprT] = field(default_factory=dict)
+    ready_var: dict[tuple[str, str | None, tuple[int, int] | None], cp_model.IntVar] = field(
+        default_factory=dict
+    )  # only real vars
+    # (job, op, heads read, res)
+    out_lit: dict[tuple[str, str | None, tuple[int, int] | None, str], cp_model.IntVar] = field(default_factory=dict)
     makespan: cp_model.IntVar | None = None
     n_ref: cp_model.IntVar | None = None
     symmetry_classes: list[list[str]] = field(default_factory=list)

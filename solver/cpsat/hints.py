@@ -51,13 +51,13 @@ def hint_values(ctx: ModelContext, hint: Solution) -> _Values:
                     v = s.proto.domain[0]
                 values[s] = v
         mode = idx.mode(job.name, chosen)
-        for (j, op), var in ctx.ready_var.items():
+        for (j, op, heads), var in ctx.ready_var.items():
             if j == job.name:
-                out = mode.task(mode.output if op is None else mode.output_of(op))
+                out = mode.task(mode.output_for(op, heads))
                 values[var] = hint.starts[out.name] + out.duration
-        for (j, op, r), y in ctx.out_lit.items():
+        for (j, op, heads, r), y in ctx.out_lit.items():
             if j == job.name:
-                values[y] = int(mode.task(mode.output if op is None else mode.output_of(op)).resource == r)
+                values[y] = int(mode.task(mode.output_for(op, heads)).resource == r)
     M = lumped_makespan(ctx.problem, max_end, work)
     values[ctx.makespan] = M
     if ctx.n_ref is not None:

@@ -1,0 +1,178 @@
+"""Attention pipelined by head groups: modes of the score, softmax and context jobs that cut the
+heads into G groups of whole GQA groups (issue 16, item 3).
+
+Plain modes run an attention op whole: every unit ends its scores before the host's softmax
+starts, and the softmax ends before any context MAC. A head-group mode runs one op per head
+group instead, so that the chain
+
+    scores(i) on the units -> sync -> EPI(i) -> softmax(i) on the host -> sync -> context(i)
+
+of group i overlaps the units' work on group i + 1 (and the host's on group i - 1):
+
+- score job, mode `heads{G}[all]`: per head group i a tiling of kv heads [i*K/G, (i+1)*K/G) of
+  every batch row (solver/mvshape.head_group) over all channel groups, each with its KV append
+  (the new K of those kv heads), then its epilogue on the host: EPI with that head range
+  (ISA 1.4). The head range's result is ready after EPI(i) (`Mode.head_outputs`).
+- softmax job, mode `heads{G}`: one HOP per head group on that head range, each waiting for the
+  score job's result for its heads only (`Mode.heads`: EPI(i) when the score job runs the same
+  or coarser head groups, else its whole output).
+- context job, mode `heads{G}[all]`: per head group its V tiling, KV append and MVs, the MVs
+  waiting for that group's probabilities; then EPI(i) with the head range.
+
+Each mode is a job's alternative like any other: the solvers choose per job (a plain score job
+feeding a head-group softmax is a legal program, only a slower one), and dependencies follow
+`SchedulingProblem.links`. Every task's duration is exact: the head group's tiling emitted and
+timed on every distinct channel (Lowerer.group_timings), the host tasks from hwmodel.host_costs
+with the head range. Within a mode, the head groups keep their order on every resource (edges of
+lag 0 between consecutive groups' MVs on one channel group and their host tasks; the KV appends
+are free): the groups are identical, so this only removes equivalent orders from the search.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hwmodel.host_costs import epilogue_cycles, host_op_cycles
+from ir import OpKind
+
+from .mvshape import MVShape, head_group
+from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
+from .problem import HOST, Edge, Mode, Task
+
+if TYPE_CHECKING:
+    from .lower import Lowerer
+
+HEAD_GROUP_COUNTS = (2, 4)  # G offered (those that divide the kv heads)
+ISA_HEAD_RANGES = (1, 4)  # HOP/EPI head ranges: ISA 1.4
+
+
+def head_group_counts(lw: Lowerer, kv_heads: int) -> list[int]:
+    """The head-group counts offered for an attention op of `kv_heads` kv heads: none for the
+    vendor-style lowering (the naive baseline) or a device whose ISA has no head ranges."""
+    hw = lw.hw
+    if lw.opt.style != Style.OVERLAP or tuple(map(int, hw.isa_version.split("."))) < ISA_HEAD_RANGES:
+        return []
+    return [g for g in HEAD_GROUP_COUNTS if g <= kv_heads and kv_heads % g == 0]
+
+
+def head_ranges(shape: MVShape, count: int) -> list[tuple[int, int]]:
+    """[h0, h1) query heads of each of `count` head groups (whole GQA groups)."""
+    per = shape.kv_heads // count * shape.heads_per_group
+    return [(i * per, (i + 1) * per) for i in range(count)]
+
+
+def attention_head_group_modes(
+    lw: Lowerer, name: str, shape: MVShape, append: tuple[str, int] | None, append_op: str | None
+) -> list[Mode]:
+    """Head-group modes of an attention job (attn_score or attn_context, with its KV append)."""
+    modes = []
+    index = {op.name: i for i, op in enumerate(lw.p.ops)}
+    op_index = index[shape.op]
+    gnames = tuple(g.name for g in lw.groups)
+    channels = tuple(c for g in lw.groups for c in g.channels)
+    sync = lw.hw.host.sync_cycles
+    style = lw.opt.style
+    for count in head_group_counts(lw, shape.kv_heads):
+        tag = f"heads{count}[all]"
+        ranges = head_ranges(shape, count)
+        kpg = shape.kv_heads // count
+        try:
+            layouts = [lw.mv_timing(head_group(shape, i * kpg, kpg), channels, style, "mv")[1] for i in range(count)]
+        except TooBig as e:
+            lw.too_big[name] = min(lw.too_big.get(name, e.rows), e.rows)
+            continue
+        tasks, edges, inputs, reads, heads, roles = [], [], [], {}, {}, {}
+        usage = {g: 0 for g in gnames}
+        epis = []
+        prev: dict[str, str] = {}  # group -> the previous head group's last task there
+        for i, ((h0, h1), layout) in enumerate(zip(ranges, layouts)):
+            per_group = lw.group_timings(layout, "mv", style, gnames)
+            epi = Task(
+                f"{name}/{tag}/epi{i}/{shape.op}", HOST, max(1, epilogue_cycles(lw.hw, lw.p, op_index, h1 - h0))
+            )
+            for g in gnames:
+                t = Task(f"{name}/{tag}/{g}/h{i}", g, per_group[g].duration, lw.refresh_credit(per_group[g]))
+                if append is not None:
+                    a = Task(f"{name}/{tag}/{g}/h{i}/append", g, lw._append_timing(layout, *append, g))
+                    tasks.append(a)
+                    inputs.append(a.name)
+                    edges.append(Edge(a.name, t.name, 0))
+                    roles[a.name] = TaskRole(Role.APPEND, i)
+                    if append_op is not None:
+                        reads[a.name], reads[t.name] = (append_op,), (shape.op,)
+                if g in prev:
+                    edges.append(Edge(prev[g], t.name, 0))
+                prev[g] = t.name
+                tasks.append(t)
+                inputs.append(t.name)
+                roles[t.name] = TaskRole(Role.MV, i)
+                if shape.kind_key == "context":
+                    heads[t.name] = (h0, h1)  # reads the probabilities of its heads only
+                edges.append(Edge(t.name, epi.name, sync))
+                usage[g] += layout.rows_per_bank
+            if epis:
+                edges.append(Edge(epis[-1].name, epi.name, 0))
+            epis.append(epi)
+            roles[epi.name] = TaskRole(Role.EPI_HEADS, (shape.op, h0, h1 - h0))
+        payload = ModePayload(
+            tuple(
+                MVPayload(TilingKind.MV, name, lay.t.shape, gnames, channels, style, append) for lay in layouts
+            ),
+            roles,
+        )
+        modes.append(
+            Mode(
+                tag,
+                tuple(tasks) + tuple(epis),
+                tuple(edges),
+                tuple(inputs),
+                epis[-1].name,
+                usage,
+                payload,
+                reads=reads,
+                heads=heads,
+                head_outputs={shape.op: tuple((h0, h1, e.name) for (h0, h1), e in zip(ranges, epis))},
+            )
+        )
+    return modes
+
+
+def softmax_head_group_modes(lw: Lowerer, op_name: str) -> list[Mode]:
+    """Head-group modes of a softmax between an attn_score and an attn_context op: one HOP per
+    head group, each on its head range."""
+    p = lw.p
+    op = p.op(op_name)
+    producers = p.producers()
+    src = producers.get(op.inputs[0])
+    if src is None or p.op(src).kind is not OpKind.attn_score:
+        return []
+    consumers = [o for o in p.ops if op.outputs[0] in o.inputs]
+    if not consumers or any(o.kind is not OpKind.attn_context for o in consumers):
+        return []
+    a = p.op(src).attrs
+    heads, kv_heads = a["heads"], a["kv_heads"]
+    op_index = next(i for i, o in enumerate(p.ops) if o.name == op_name)
+    modes = []
+    for count in head_group_counts(lw, kv_heads):
+        per = heads // count
+        ranges = [(i * per, (i + 1) * per) for i in range(count)]
+        tag = f"heads{count}"
+        hops = [
+            Task(f"{op_name}/{tag}/hop{i}", HOST, host_op_cycles(lw.hw, p, op_index, h1 - h0))
+            for i, (h0, h1) in enumerate(ranges)
+        ]
+        roles = {t.name: TaskRole(Role.HOP_HEADS, (op_name, h0, h1 - h0)) for t, (h0, h1) in zip(hops, ranges)}
+        modes.append(
+            Mode(
+                tag,
+                tuple(hops),
+                tuple(Edge(x.name, y.name, 0) for x, y in zip(hops, hops[1:])),
+                tuple(t.name for t in hops),
+                hops[-1].name,
+                {},
+                ModePayload((), roles),
+                heads={t.name: r for t, r in zip(hops, ranges)},
+                head_outputs={op_name: tuple((h0, h1, t.name) for (h0, h1), t in zip(ranges, hops))},
+            )
+        )
+    return modes
