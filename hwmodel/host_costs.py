@@ -48,6 +48,14 @@ def _activation_elements(program, names) -> int:
     return sum(_numel(program.tensors[n].shape) for n in names if program.tensors[n].role.value == "activation")
 
 
+HEAD_RANGES_ISA = (1, 4)  # the first ISA version whose HOP/EPI take a head range
+
+
+def has_head_ranges(hw: Hardware) -> bool:
+    """Whether the device's ISA runs HOP/EPI on head ranges (ISA 1.4)."""
+    return tuple(map(int, hw.isa_version.split("."))) >= HEAD_RANGES_ISA
+
+
 HEAD_RANGE_KINDS = {"HOP": ("softmax",), "EPI": ("attn_score", "attn_context")}  # ops a head range may cut
 
 

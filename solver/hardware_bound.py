@@ -50,7 +50,11 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
   the host (HOP) after its inputs and its weights' link reads (which start at cycle 0, before
   the input may exist) and the best split of its rows between both (HMV and MACs from the same
   input, then EPI: the crossing of the two parts' finish over the fraction f in memory); a KV
-  append at once. No dispatch on the path (a chained launch pays it earlier).
+  append at once. No dispatch on the path (a chained launch pays it earlier). A chain
+  attn_score -> softmax -> attn_context may run by head ranges of at least one head, its
+  pieces overlapping on the units and the host (`_head_chain_finish`): only the last score
+  piece's own chain, the units' MACs of both ops and the host's work after the first piece's
+  read-out order it.
 
 What backs it: the derivation above for programs pimsat cannot emit; for those it can, the
 tests (tests/solver/test_hardware_bound.py: never above a simulated program, over random
@@ -72,7 +76,7 @@ from enum import StrEnum
 from math import ceil
 
 from hwmodel import Hardware
-from hwmodel.host_costs import epilogue_cycles, host_op_cycles
+from hwmodel.host_costs import epilogue_cycles, has_head_ranges, host_op_cycles
 from ir import OpKind, Program
 
 from .mvshape import mv_shape
@@ -317,13 +321,85 @@ def critical_path_bound(hw: Hardware, program: Program, work: list[OpWork], firs
     pim_work = iter(work)
     per_op = [next(pim_work) if op.pim_capable else None for op in program.ops]
     producer = {t: i for i, op in enumerate(program.ops) for t in op.outputs}
+    chains = head_chains(program) if has_head_ranges(hw) else {}
     finish = [0] * len(program.ops)
+    began: dict[int, tuple[int, bool]] = {}  # score op of a head chain -> (its start, fed)
     for i, op in enumerate(program.ops):  # topological order
         preds = [producer[t] for t in op.inputs if t in producer]
         start = max((finish[p] for p in preds), default=0)
         fed = op.pim_capable and op.inputs[0] in producer
+        if i in chains:  # a link of score -> softmax -> context, which may run by head ranges
+            k, j, c = chains[i]
+            if i == k:
+                began[k] = (start, fed)
+            s0, fed_k = began[k]
+            other = max((finish[p] for p in preds if p != j), default=0) if i == c else 0
+            finish[i] = _head_chain_finish(hw, program, (k, j, c), per_op[k], per_op[c], s0, fed_k, other, first_fill)[
+                (k, j, c).index(i)
+            ]
+            continue
         finish[i] = _earliest_finish(hw, program, i, per_op[i], start, fed, first_fill)
     return max(finish, default=0)
+
+
+def head_chains(program: Program) -> dict[int, tuple[int, int, int]]:
+    """Op index -> (attn_score, softmax, attn_context) for every op of such a chain: a softmax
+    whose input an attn_score produces and whose output only attn_context ops read, which a
+    program may run by head ranges (ISA 1.4: HOP/EPI `head0`, `heads`)."""
+    producer = {t: i for i, op in enumerate(program.ops) for t in op.outputs}
+    out: dict[int, tuple[int, int, int]] = {}
+    for j, op in enumerate(program.ops):
+        if op.kind is not OpKind.softmax or op.inputs[0] not in producer:
+            continue
+        k = producer[op.inputs[0]]
+        readers = [c for c, o in enumerate(program.ops) if op.outputs[0] in o.inputs]
+        if program.ops[k].kind is not OpKind.attn_score or len(readers) != 1:
+            continue
+        c = readers[0]
+        if program.ops[c].kind is OpKind.attn_context and program.ops[c].inputs[0] == op.outputs[0]:
+            for x in (k, j, c):
+                out[x] = (k, j, c)
+    return out
+
+
+def _head_chain_finish(
+    hw: Hardware,
+    program: Program,
+    chain: tuple[int, int, int],
+    score: OpWork,
+    context: OpWork,
+    start: int,
+    fed: bool,
+    other: int,
+    first_fill: float,
+) -> tuple[int, int, int]:
+    """Least cycles all of the score, the softmax and the context of a head chain can be ready
+    (`head_chains`) when the score's inputs are ready at `start` (`fed`: its query comes from
+    another op) and the context's other inputs (its V cache) at `other`. A program may run the
+    chain by head ranges of at least one head each, pieces of the op overlapping on the units
+    and the host, so only these chains order the work (H heads; S, C: the score's and the
+    context's MACs over all units; Es, X, Ec: the score's epilogue, the softmax and the
+    context's epilogue on the host, without launches; a piece of h heads takes h / H of each):
+    the last score MAC ends >= start + lead + first_fill + S; after it its piece's epilogue and
+    softmax, the sync, the piece's context, the sync and its epilogue; the first piece's read-out
+    comes >= S / H after the first MAC, and the host then does all of Es + X + Ec; the units do
+    all of S + C, the last read-out then the sync and a piece's epilogue; the context's MACs
+    follow its V cache."""
+    k, j, c = chain
+    sync = hw.host.sync_cycles
+    heads = program.ops[k].attrs["heads"]
+    es, x, ec = (_epilogue_compute(hw, program, k), _host_compute(hw, program, j), _epilogue_compute(hw, program, c))
+    first_mac = start + (sync if fed else 0) + first_fill
+    s, cm = score.pim, context.pim
+    scores = max(first_mac + s + sync + es / heads, first_mac + s / heads + sync + es)
+    softmax = max(scores + x / heads, first_mac + s / heads + sync + es + x)
+    ctx = max(
+        softmax + sync + cm / heads + sync + ec / heads,
+        first_mac + s + cm + sync + ec / heads,
+        first_mac + s / heads + sync + es + x + ec,
+        other + cm + sync + ec / heads,
+    )
+    return tuple(ceil(v - 1e-6) for v in (scores, softmax, ctx))  # type: ignore[return-value]
 
 
 def channel_view_streaming(hw: Hardware, program: Program, host_busy: int, gaps: PhaseGaps) -> int:

@@ -17,7 +17,8 @@ of group i overlaps the units' work on group i + 1 (and the host's on group i - 
   score job's result for its heads only (`Mode.heads`: EPI(i) when the score job runs the same
   or coarser head groups, else its whole output).
 - context job, mode `heads{G}[all]`: per head group its V tiling, KV append and MVs, the MVs
-  waiting for that group's probabilities; then EPI(i) with the head range.
+  waiting for that group's probabilities (and those of the heads its last buffer writes spill
+  into, `_spilled_heads`); then EPI(i) with the head range.
 
 Each mode is a job's alternative like any other: the solvers choose per job (a plain score job
 feeding a head-group softmax is a legal program, only a slower one), and dependencies follow
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hwmodel.host_costs import epilogue_cycles, host_op_cycles
+from hwmodel.host_costs import epilogue_cycles, has_head_ranges, host_op_cycles
 from ir import OpKind
 
 from .mvshape import MVShape, head_group
@@ -43,14 +44,12 @@ if TYPE_CHECKING:
     from .lower import Lowerer
 
 HEAD_GROUP_COUNTS = (2, 4)  # G offered (those that divide the kv heads)
-ISA_HEAD_RANGES = (1, 4)  # HOP/EPI head ranges: ISA 1.4
 
 
 def head_group_counts(lw: Lowerer, kv_heads: int) -> list[int]:
     """The head-group counts offered for an attention op of `kv_heads` kv heads: none for the
     vendor-style lowering (the naive baseline) or a device whose ISA has no head ranges."""
-    hw = lw.hw
-    if lw.opt.style != Style.OVERLAP or tuple(map(int, hw.isa_version.split("."))) < ISA_HEAD_RANGES:
+    if lw.opt.style != Style.OVERLAP or not has_head_ranges(lw.hw):
         return []
     return [g for g in HEAD_GROUP_COUNTS if g <= kv_heads and kv_heads % g == 0]
 
@@ -81,6 +80,9 @@ def attention_head_group_modes(
         except TooBig as e:
             lw.too_big[name] = min(lw.too_big.get(name, e.rows), e.rows)
             continue
+        spill = _spilled_heads(shape, lw.hw.elements_per_burst)
+        if shape.kind_key == "context" and spill > kpg * shape.heads_per_group:
+            continue  # a row's last buffer write would read past the next head group's probabilities
         tasks, edges, inputs, reads, heads, roles = [], [], [], {}, {}, {}
         usage = {g: 0 for g in gnames}
         epis = []
@@ -107,7 +109,7 @@ def attention_head_group_modes(
                 inputs.append(t.name)
                 roles[t.name] = TaskRole(Role.MV, i)
                 if shape.kind_key == "context":
-                    heads[t.name] = (h0, h1)  # reads the probabilities of its heads only
+                    heads[t.name] = (h0, min(shape.heads, h1 + spill))  # the probabilities it reads
                 edges.append(Edge(t.name, epi.name, sync))
                 usage[g] += layout.rows_per_bank
             if epis:
@@ -135,6 +137,21 @@ def attention_head_group_modes(
             )
         )
     return modes
+
+
+def _spilled_heads(shape: MVShape, elements_per_burst: int) -> int:
+    """Heads past its own whose probabilities a context head's buffer writes read: a WRGB moves
+    whole bursts, so a row of L probabilities that ends mid-burst is read up to the burst's end,
+    into the next heads' rows ([B, H, L] is contiguous). Those lanes meet zero padding of the V
+    cache, but they must have been written (the functional simulator refuses a read of an
+    unwritten element, which may hold anything, NaN included): the context of a head group
+    waits for the softmax of the heads it spills into. The last head of a batch row spills into
+    the next row's first heads, which the first head groups' softmax wrote before."""
+    if shape.kind_key != "context":
+        return 0
+    length = shape.k
+    padded = -(-length // elements_per_burst) * elements_per_burst
+    return -(-(padded - length) // length)
 
 
 def softmax_head_group_modes(lw: Lowerer, op_name: str) -> list[Mode]:

@@ -23,9 +23,13 @@ greedy
     chosen to keep the fullest group emptiest) is list-scheduled instead; if that fails too the
     status is UNKNOWN (INFEASIBLE is only reported when proven: some group's least possible
     need exceeds its capacity).
-    The same list scheduler is also run with the modes `solve_naive` would choose, and the better
-    of the two schedules is returned (ties: the earliest-output-end one). So greedy is never
-    worse than naive on the same problem.
+    The same list scheduler is also run with the modes `solve_naive` would choose, and, for each
+    head-group count G some job offers (solver/head_groups.py), a pass whose jobs choose among
+    their modes pipelined by G head groups where they have some (a softmax by head groups pays
+    off only when the scores and the context run so too: the earliest-output-end rule, one job
+    at a time, would not see it). The best schedule is returned (ties: the earliest-output-end
+    one, then the naive modes', then the head-group passes in G order). So greedy is never worse
+    than naive on the same problem.
 
 naive
     What vendor libraries do: the mode named with the given prefix (fallback: the job's first
@@ -165,7 +169,15 @@ def schedule_with_modes(problem: SchedulingProblem, modes: dict[str, str], metho
     )
 
 
-def _greedy_pass(problem: SchedulingProblem, idx: ProblemIndex) -> Solution | str:
+def head_group_count(mode: Mode) -> int:
+    """How many head groups a mode pipelines attention by (solver/head_groups.py; 0: none)."""
+    return max((len(r) for r in mode.head_outputs.values()), default=0)
+
+
+def _greedy_pass(problem: SchedulingProblem, idx: ProblemIndex, heads: int = 0) -> Solution | str:
+    """One list-scheduling pass; `heads` > 0: jobs with modes pipelined by that many head groups
+    choose among those only (a head group's softmax pays off only when its scores and context
+    run by head groups too, which the earliest-output-end rule, job by job, cannot see)."""
     rep = problem.repeat
     groups = [g.name for g in problem.groups]
     cap = {g.name: g.capacity_rows for g in problem.groups}
@@ -187,7 +199,9 @@ def _greedy_pass(problem: SchedulingProblem, idx: ProblemIndex) -> Solution | st
                     return False
             return True
 
-        cands = [m for m in job.modes if fits(m, True)] or [m for m in job.modes if fits(m, False)]
+        modes = [m for m in job.modes if head_group_count(m) == heads] if heads else []
+        modes = modes or list(job.modes)
+        cands = [m for m in modes if fits(m, True)] or [m for m in job.modes if fits(m, False)]
         if not cands:
             return f"no mode of job {job.name} fits the capacity left by the jobs before it"
         best = None
@@ -276,6 +290,11 @@ def solve_greedy(problem: SchedulingProblem, naive_prefix: str = "naive") -> Sol
     b = schedule_with_modes(problem, naive_modes(problem, naive_prefix), method=Method.GREEDY)
     if b.status == Status.HEURISTIC:
         candidates.append(b)
+    for g in sorted({head_group_count(m) for j in problem.jobs for m in j.modes} - {0}):
+        h = _greedy_pass(problem, idx, g)
+        if isinstance(h, Solution):
+            h.message = f"attention pipelined by {g} head groups where a job offers it"
+            candidates.append(h)
     if not candidates:
         packed = _packing_modes(problem, idx)
         if packed is not None:

@@ -82,7 +82,8 @@ class Mode:
     # result it reads (default: all of it) ...
     heads: dict[str, tuple[int, int]] = field(default_factory=dict)
     # ... and covered op -> ((h0, h1, task), ...): after which task heads [h0, h1) of its result
-    # are ready (a consumer reading heads within one range waits for that task only)
+    # are ready, ranges in head order, each task ending no earlier than the one before (the mode
+    # chains them): a consumer reading heads [a, b) waits for the task of the range holding b - 1
     head_outputs: dict[str, tuple[tuple[int, int, str], ...]] = field(default_factory=dict)
 
     def output_of(self, op: str) -> str:
@@ -90,12 +91,13 @@ class Mode:
 
     def output_for(self, op: str | None, heads: tuple[int, int] | None = None) -> str:
         """The task after which `op`'s result (None: the job's output) is ready for a reader of
-        `heads` (None: all of it): the head range's task that covers them, else the op's."""
+        `heads` (None: all of it): the task of the last head range they reach (the ranges
+        before it are ready by then), else the op's."""
         if op is None:
             return self.output
         if heads is not None:
             for h0, h1, task in self.head_outputs.get(op, ()):
-                if h0 <= heads[0] and heads[1] <= h1:
+                if h0 <= heads[1] - 1 < h1:
                     return task
         return self.output_of(op)
 

@@ -38,13 +38,41 @@ def test_terms_by_hand_gemv_64x128_fpga():
 
 
 def test_a_fed_op_in_memory_waits_for_the_sync_both_ways():
-    hw = load_hardware("fpga-proto", ["host.sync_cycles=100"])
     # attention: q is a program input (no sync in), the context op's probabilities come from the
-    # host softmax (sync in); every result comes back through a sync
+    # host softmax (sync in); every result comes back through a sync. Where the syncs dominate,
+    # the path is the last score piece's chain (solver/hardware_bound._head_chain_finish):
+    # three syncs
     prog = ir.attention_program(heads=2, kv_heads=2, head_dim=16, context=31)
-    low = hardware_bound(load_hardware("fpga-proto"), prog).as_dict()[Term.CRITICAL_PATH]
-    high = hardware_bound(hw, prog).as_dict()[Term.CRITICAL_PATH]
-    assert high - low == 3 * (100 - 5)
+
+    def path(sync: int) -> int:
+        return hardware_bound(load_hardware("fpga-proto", [f"host.sync_cycles={sync}"]), prog).as_dict()[
+            Term.CRITICAL_PATH
+        ]
+
+    assert path(200) - path(100) == 3 * 100
+    assert path(5) > path(100) - 3 * 95  # at the preset's sync another chain binds (above it)
+
+
+def test_the_head_chain_is_below_the_whole_op_chain_and_above_its_parts():
+    """ISA 1.4 runs score -> softmax -> context by head ranges: the critical path of an attention
+    step is the head chain's (below the chain of whole ops, which a pipelined program beats),
+    and still at least the units' MACs of both ops and one sync back."""
+    from solver.hardware_bound import _earliest_finish, critical_path_bound, head_chains, op_work
+
+    hw = load_hardware("hbm2-pim", ["organization.channels=8"])
+    prog = ir.attention_program(heads=8, kv_heads=8, head_dim=64, context=255)
+    chains = head_chains(prog)
+    kinds = [prog.ops[i].kind.value for i in sorted(set(chains.values()).pop())]
+    assert kinds == ["attn_score", "softmax", "attn_context"]
+    work = op_work(hw, prog)
+    pim = [w.pim for w in work]
+    whole = 0
+    for i in range(len(prog.ops)):  # the chain of whole ops, as before ISA 1.4
+        fed = prog.ops[i].pim_capable and prog.ops[i].inputs[0] in {t for o in prog.ops[:i] for t in o.outputs}
+        w = work[sum(o.pim_capable for o in prog.ops[:i])] if prog.ops[i].pim_capable else None
+        whole = _earliest_finish(hw, prog, i, w, whole, fed)
+    path = critical_path_bound(hw, prog, work)
+    assert sum(pim) + hw.host.sync_cycles < path < whole
 
 
 CASES = {
@@ -124,7 +152,17 @@ def test_the_hardware_bound_is_below_every_emitted_program(kind, n, k, batch, co
     if kind == "gemv":
         program = {"kind": "gemv", "n": n, "k": k, "batch": batch}
     else:
-        program = {"kind": "attention", "heads": 2, "kv_heads": 1 + n % 2, "head_dim": 16, "context": context}
+        # 2, 4 or 8 heads on all or half as many kv heads, at batch 1-4: head groups (ISA 1.4)
+        # are offered wherever the kv heads are even
+        heads = 2 << n % 3
+        program = {
+            "kind": "attention",
+            "heads": heads,
+            "kv_heads": heads >> (n // 3) % 2,
+            "head_dim": 16,
+            "context": context,
+            "batch": min(batch, 4),
+        }
     inst = Instance(name="prop-hw-bound", program=program, hardware={"preset": name, "set": sets + overrides})
     r = run(inst, SolveOptions(method=method, time_limit=3.0, workers=1, groups=2, functional=False))
     assert r.bounds.hardware.cycles <= r.sim.cycles, (r.bounds.hardware.as_dict(), r.sim.cycles)
