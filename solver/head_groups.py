@@ -89,9 +89,7 @@ def attention_head_group_modes(
         prev: dict[str, str] = {}  # group -> the previous head group's last task there
         for i, ((h0, h1), layout) in enumerate(zip(ranges, layouts)):
             per_group = lw.group_timings(layout, "mv", style, gnames)
-            epi = Task(
-                f"{name}/{tag}/epi{i}/{shape.op}", HOST, max(1, epilogue_cycles(lw.hw, lw.p, op_index, h1 - h0))
-            )
+            epi = Task(f"{name}/{tag}/epi{i}/{shape.op}", HOST, max(1, epilogue_cycles(lw.hw, lw.p, op_index, h1 - h0)))
             for g in gnames:
                 t = Task(f"{name}/{tag}/{g}/h{i}", g, per_group[g].duration, lw.refresh_credit(per_group[g]))
                 if append is not None:
@@ -117,9 +115,7 @@ def attention_head_group_modes(
             epis.append(epi)
             roles[epi.name] = TaskRole(Role.EPI_HEADS, (shape.op, h0, h1 - h0))
         payload = ModePayload(
-            tuple(
-                MVPayload(TilingKind.MV, name, lay.t.shape, gnames, channels, style, append) for lay in layouts
-            ),
+            tuple(MVPayload(TilingKind.MV, name, lay.t.shape, gnames, channels, style, append) for lay in layouts),
             roles,
         )
         modes.append(
