@@ -86,7 +86,7 @@ def attention_head_group_modes(
         tasks, edges, inputs, reads, heads, roles = [], [], [], {}, {}, {}
         usage = {g: 0 for g in gnames}
         epis = []
-        prev: dict[str, str] = {}  # group -> the previous head group's last task there
+        prev: dict[str, str] = {}  # channel group -> the previous head group's MV task there
         for i, ((h0, h1), layout) in enumerate(zip(ranges, layouts)):
             per_group = lw.group_timings(layout, "mv", style, gnames)
             epi = Task(f"{name}/{tag}/epi{i}/{shape.op}", HOST, max(1, epilogue_cycles(lw.hw, lw.p, op_index, h1 - h0)))
@@ -141,8 +141,8 @@ def _spilled_heads(shape: MVShape, elements_per_burst: int) -> int:
     into the next heads' rows ([B, H, L] is contiguous). Those lanes meet zero padding of the V
     cache, but they must have been written (the functional simulator refuses a read of an
     unwritten element, which may hold anything, NaN included): the context of a head group
-    waits for the softmax of the heads it spills into. The last head of a batch row spills into
-    the next row's first heads, which the first head groups' softmax wrote before."""
+    waits for the softmax of the heads it spills into. (The last head of a batch row spills into
+    the next row's first heads: the last head group waits for the whole softmax anyway.)"""
     if shape.kind_key != "context":
         return 0
     length = shape.k
