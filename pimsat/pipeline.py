@@ -55,9 +55,8 @@ class SolveOptions:
     progress: Callable[[float, int | None, int | None], None] | None = None
     sim_progress: Callable[[int, int], None] | None = None  # (instructions simulated, instructions), now and then
     sim_jobs: int = 1  # threads simulating channel streams at once (sim.simulate's jobs, 0: by size; same result)
-    lower_jobs: int = (
-        1  # processes timing a large program's PIM shapes (solver/lower_parallel.py, 0: cores; same result)
-    )
+    # processes timing a large program's PIM shapes (solver/lower_parallel.py, 0: cores; same result)
+    lower_jobs: int = 1
 
 
 @dataclass
