@@ -6,7 +6,7 @@ For each instance, lowers the program (both styles and the bound, pimsat.pipelin
 with each `--jobs` value in turn, alternating `--repeat` times, each in a fresh process (no
 state shared between runs), and prints the wall seconds of the lowering alone, the speed-up over
 the first value, and whether every run lowered the same problem (a digest of every job's modes,
-tasks and durations, the timed choices and the bound). `--before` adds a run of the lowering as
+tasks and durations, and the timed choices). `--before` adds a run of the lowering as
 it was before the two styles shared one timing store (each style emitting its own tasks).
 """
 
