@@ -88,10 +88,14 @@ def encode_stream(hw: Hardware, stream: list[Instruction]) -> np.ndarray:
     if n == 0:
         return np.zeros((0, WIDTH), dtype=np.int64)
     opc = np.fromiter(map(OPCODES.__getitem__, map(_OP, stream)), dtype=np.int64, count=n)
-    try:
-        stamps = np.fromiter(map(_CYCLE, stream), dtype=np.int64, count=n)
-    except TypeError:  # unstamped instructions (None)
-        stamps = np.fromiter((-1 if c is None else c for c in map(_CYCLE, stream)), dtype=np.int64, count=n)
+    cycles = list(map(_CYCLE, stream))
+    unstamped = cycles.count(None)
+    if unstamped == n:  # (an emitter's commands, timed by the oracle)
+        stamps = np.full(n, -1, dtype=np.int64)
+    elif unstamped == 0:
+        stamps = np.array(cycles, dtype=np.int64)
+    else:
+        stamps = np.fromiter((-1 if c is None else c for c in cycles), dtype=np.int64, count=n)
     # identity of (opcode, field tuple): the tuples are alive in `stream`, so ids are distinct
     ids = np.fromiter(map(id, map(_ARGS, stream)), dtype=np.uint64, count=n)
     out = None

@@ -26,6 +26,11 @@ decoder counts a round by its first and its last refresh (TaskTiming.refreshes_e
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import attrgetter
+
+import numpy as np
+
 from hwmodel import Hardware
 from hwmodel.isa import ISA, Instruction, make
 
@@ -39,11 +44,13 @@ def _field(ins: Instruction, name: str) -> int:
     return ins.args[ISA.by_mnemonic(ins.op).field_names.index(name)]
 
 
+_OP = attrgetter("op")
 _COUNT = {op: ISA.by_mnemonic(op).field_names.index("count") for op in ("MAC", "RD", "WR", "WRGB")}
 
 
-def _estimate(hw: Hardware, seq: list[Instruction]) -> int:
-    """A quick lower estimate of the sequence's duration (bursts at their sweep spacing)."""
+def _estimate(hw: Hardware, seq: list[Instruction], enough: int | None = None) -> int:
+    """A quick lower estimate of the sequence's duration (bursts at their sweep spacing); with
+    `enough`, the count stops once it reaches that (the caller only compares it with `enough`)."""
     t = hw.timing
     per = {
         "MAC": hw.mac_interval,
@@ -51,10 +58,18 @@ def _estimate(hw: Hardware, seq: list[Instruction]) -> int:
         "WR": max(t.p("tCCD_S"), hw.link_cycles),
         "WRGB": max(t.p("tCCD_S"), hw.link_cycles),
     }
+    # the cost by instruction object: emitters hand out one object per distinct command (alive in
+    # `seq`, so the ids are distinct), so most lookups hit
+    cost: dict[int, int] = {}
     total = 0
     for ins in seq:
-        k = _COUNT.get(ins.op)
-        total += 1 if k is None else per[ins.op] * ins.args[k]
+        c = cost.get(id(ins))
+        if c is None:
+            k = _COUNT.get(ins.op)
+            c = cost[id(ins)] = 1 if k is None else per[ins.op] * ins.args[k]
+        total += c
+        if enough is not None and total >= enough:
+            break
     return total
 
 
@@ -113,7 +128,7 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     """`seq` with REF blocks about every tREFI if it runs longer than LONG_TASK_INTERVALS x tREFI;
     else `seq` itself."""
     trefi = hw.timing.p("tREFI")
-    if not seq or _estimate(hw, seq) < LONG_TASK_INTERVALS * trefi // 2:
+    if not seq or _estimate(hw, seq, LONG_TASK_INTERVALS * trefi // 2) < LONG_TASK_INTERVALS * trefi // 2:
         return seq
     from .task_timing import time_task  # late: task_timing times sequences this module builds
 
@@ -124,6 +139,70 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     nb = hw.organization.banks_per_channel
     spread = per_bank(hw)
     block = p["tRP"] + (p["tRFCSB"] + (nb // 2) * p["tRREFD"] if spread else p["tRFC"]) + p["tRCDMAC"]  # about
+    if spread:
+        return _placed_by_loop(seq, timing, trefi, block, nb, True)
+    return _placed(seq, timing, trefi, block)
+
+
+_CODE = {"RDACC": 1, "ACT": 2, "PRE": 3}  # what `_placed` looks at
+
+
+def _points(codes: np.ndarray, timing, trefi: int, block: int) -> list[int]:
+    """The instruction indices before which the REF blocks of `with_refresh` go (all-bank): the
+    k-th before the first instruction i, after the (k-1)-th, with issue[i] + (k - 1) x block >=
+    k x tREFI, duration - issue[i] > tREFI and not an RDACC (the rule of `_placed_by_loop`)."""
+    issue = timing.issue
+    ok = (timing.duration - issue > trefi) & (codes != _CODE["RDACC"])
+    points: list[int] = []
+    lo, k = 0, 1
+    while lo < len(codes):
+        hit = np.flatnonzero(ok[lo:] & (issue[lo:] >= k * trefi - (k - 1) * block))
+        if not len(hit):
+            break
+        i = lo + int(hit[0])
+        points.append(i)
+        lo, k = i + 1, k + 1
+    return points
+
+
+def _placed(seq: list[Instruction], timing, trefi: int, block: int) -> list[Instruction]:
+    """All-bank refresh points of `with_refresh` found with numpy (`_points`), the open rows at
+    each from the ACTs and PREs before it: the same list as `_placed_by_loop`, without a Python
+    step per instruction."""
+    codes = np.fromiter(map(_CODE.get, map(_OP, seq), repeat(0)), dtype=np.int8, count=len(seq))
+    points = _points(codes, timing, trefi, block)
+    if not points:
+        return seq
+    rowcmds = np.flatnonzero(codes >= _CODE["ACT"]).tolist()
+    out: list[Instruction] = []
+    open_rows: dict[int, int] = {}  # bank -> open row
+    at, r = 0, 0
+    for i in points:
+        while r < len(rowcmds) and rowcmds[r] < i:
+            ins = seq[rowcmds[r]]
+            r += 1
+            if ins.op == "ACT":
+                mask, row = _field(ins, "mask"), _field(ins, "row")
+                for b in range(mask.bit_length()):
+                    if (mask >> b) & 1:
+                        open_rows[b] = row
+            else:
+                mask = _field(ins, "mask")
+                for b in list(open_rows):
+                    if (mask >> b) & 1:
+                        del open_rows[b]
+        out.extend(seq[at:i])
+        out.extend(_refresh_block(open_rows))
+        at = i
+    out.extend(seq[at:])
+    return out
+
+
+def _placed_by_loop(
+    seq: list[Instruction], timing, trefi: int, block: int, nb: int, spread: bool
+) -> list[Instruction]:
+    """`with_refresh`'s placement, instruction by instruction (per-bank refresh; all-bank too,
+    which `_placed` does faster)."""
     out: list[Instruction] = []
     open_rows: dict[int, int] = {}  # bank -> open row
     pending: list[int] = []  # per-bank: closed banks still owed their refresh of this round

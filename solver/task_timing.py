@@ -174,8 +174,10 @@ def time_task(hw: Hardware, instrs: list[Instruction], yield_to: np.ndarray | No
         quiet = int((times.command_cycles.astype(np.int64) + lat_arr[times.commands]).max())
     duration = max(quiet, int(times.cycles), int(times.last[-1]) + 1)
     late, early = (), ()
-    if np.isin(times.commands, _REFRESH).any():  # (a pass over the instructions only where there are some)
-        late, early = refresh_rounds(hw, instrs, issue)
+    refreshing = np.isin(times.commands, _REFRESH)
+    if refreshing.any():  # (the refresh instructions by the commands they issued)
+        at = None if times.command_instrs is None else np.unique(times.command_instrs[refreshing])
+        late, early = refresh_rounds(hw, instrs, issue, at)
     occ = None
     if hw.organization.shared_bus:
         occ = bus.compact(bus.records_from_commands(times.command_cycles, times.commands, times.command_instrs))
@@ -187,13 +189,16 @@ _REFRESH = np.array([COMMANDS.index("REF"), COMMANDS.index("REFSB")])
 
 
 def refresh_rounds(
-    hw: Hardware, instrs: list[Instruction], issue: np.ndarray
+    hw: Hardware, instrs: list[Instruction], issue: np.ndarray, at: np.ndarray | None = None
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(last, first) cycle of each round of refreshes in `instrs` (issued at `issue`): round k is
-    every bank's k-th refresh (a REF refreshes every bank, a REFSB its own)."""
+    every bank's k-th refresh (a REF refreshes every bank, a REFSB its own). at: the indices of
+    every REF and REFSB among `instrs`, in order, where known (else all are looked at)."""
     nb = hw.organization.banks_per_channel
     per_bank: list[list[int]] = [[] for _ in range(nb)]
-    for ins, t in zip(instrs, issue.tolist()):
+    index = range(len(instrs)) if at is None else at.tolist()
+    for i in index:
+        ins, t = instrs[i], int(issue[i])
         if ins.op == "REF":
             for b in range(nb):
                 per_bank[b].append(t)

@@ -1,0 +1,60 @@
+"""The REF blocks a long task carries (solver/refresh_points.py): the vectorised all-bank
+placement is the instruction-by-instruction rule's, and the early-stopping estimate decides as
+the whole count would."""
+
+from __future__ import annotations
+
+import pytest
+
+import ir
+import solver.emit_mv as emit_mv
+from hwmodel import load_hardware
+from solver import refresh_points as rp
+from solver.layout import Layout
+from solver.mvshape import mv_shape
+from solver.symbols import Symbols
+from solver.task_timing import time_task
+from solver.tiling import make_tiling
+
+CASES = [
+    # (preset, overrides, n, k, batch, style): tREFI small, so that the tasks carry many REFs
+    ("fpga-proto", ["timing.params.tREFI=300", "timing.params.tRFC=60"], 128, 256, 1, "overlap"),
+    ("fpga-proto", ["timing.params.tREFI=300", "timing.params.tRFC=60"], 128, 256, 2, "naive"),
+    ("hbm2-pim", ["organization.channels=2", "organization.rows=512"], 256, 1024, 16, "overlap"),
+    ("hbm2-pim", ["organization.channels=2", "organization.rows=512", "timing.params.tREFI=700"], 256, 1024, 4, "naive"),
+    ("gddr6-aim", ["organization.channels=2", "timing.params.tREFI=900"], 256, 2048, 1, "overlap"),
+]
+
+
+def _unrefreshed(hw, n: int, k: int, batch: int, style: str, monkeypatch) -> list:
+    """A GEMV task's commands before refresh points are placed."""
+    program = ir.gemv_program(n, k, batch=batch)
+    t = make_tiling(hw, mv_shape(program, program.ops[0].name), tuple(range(hw.organization.channels)))
+    monkeypatch.setattr(emit_mv, "with_refresh", lambda hw, seq: seq)
+    return emit_mv.MVEmitter(hw, Layout(hw, t), Symbols(), style).emit(0)
+
+
+@pytest.mark.parametrize("preset, sets, n, k, batch, style", CASES)
+def test_vectorised_placement_is_the_loop(preset, sets, n, k, batch, style, monkeypatch):
+    hw = load_hardware(preset, sets)
+    seq = _unrefreshed(hw, n, k, batch, style, monkeypatch)
+    timing = time_task(hw, seq)
+    trefi = hw.timing.p("tREFI")
+    assert timing.duration >= rp.LONG_TASK_INTERVALS * trefi  # a task that carries REFs
+    p = hw.timing.params
+    for block in (p["tRP"] + p["tRFC"] + p["tRCDMAC"], 0, 3 * trefi // 2):  # the rule's, none, a long one
+        fast = rp._placed(seq, timing, trefi, block)
+        slow = rp._placed_by_loop(seq, timing, trefi, block, hw.organization.banks_per_channel, False)
+        assert [(i.op, i.args) for i in fast] == [(i.op, i.args) for i in slow]
+        assert sum(i.op == "REF" for i in fast) >= (1 if block < trefi else 0)
+
+
+@pytest.mark.parametrize("preset, sets, n, k, batch, style", CASES)
+def test_estimate_stops_where_the_whole_count_decides_alike(preset, sets, n, k, batch, style, monkeypatch):
+    hw = load_hardware(preset, sets)
+    seq = _unrefreshed(hw, n, k, batch, style, monkeypatch)
+    whole = rp._estimate(hw, seq)
+    for enough in (1, whole // 3, whole, whole + 1, 10 * whole):
+        part = rp._estimate(hw, seq, enough)
+        assert (part >= enough) == (whole >= enough)
+        assert part == whole or part >= enough
