@@ -150,6 +150,25 @@ def first_collision(a, b, shift, row_bus, act_w, out):
     return best
 
 
+@njit
+def ending_from(r, t, act_w):
+    """The records of `r` whose last cycle on the bus is at or after `t` (in order, a copy)."""
+    n = r.shape[0]
+    keep = np.empty(n, dtype=np.bool_)
+    m = 0
+    for i in range(n):
+        k = _end(r[i, 0], r[i, 1], r[i, 2], _width(r[i, 4], act_w)) >= t
+        keep[i] = k
+        m += k
+    out = np.empty((m, r.shape[1]), dtype=r.dtype)
+    j = 0
+    for i in range(n):
+        if keep[i]:
+            out[j, :] = r[i, :]
+            j += 1
+    return out
+
+
 def compact(records: np.ndarray) -> np.ndarray:
     """Records without their instruction column, as int32 where the cycles fit (16 B each: what
     a task's timing keeps, `TaskTiming.bus`); `expand` gives the records back (instruction -1)."""

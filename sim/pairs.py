@@ -39,6 +39,7 @@ class PairCheck:
         self.pending: dict[int, list[np.ndarray]] = {c: [] for a in self.pairs for c in (a, a + 1)}
         self.finished: set[int] = set()
         self.found: dict[int, tuple] = {}  # pair -> (cycle, its two commands' records and cycles)
+        self.checked: dict[int, int] = {}  # pair -> the horizon T of its last check
 
     def stopped(self, c: int, finished: bool, idle=lambda c: True) -> None:
         """Channel c's kernel returned (finished: its stream has ended); `idle(ch)`: whether
@@ -84,9 +85,15 @@ class PairCheck:
         if a in self.found:
             pa.clear(), pb.clear()
             return
+        T = min(self._horizon(a), self._horizon(b))
+        if T < _FAR and self.checked.get(a) == T:
+            # nothing to learn: the records added since the last check start after it (after
+            # their channel's horizon then, >= T), so any collision they have is after T and not
+            # final yet, and none of the records kept then ends before T
+            return
+        self.checked[a] = T
         ra = np.concatenate(pa) if len(pa) > 1 else (pa[0] if pa else np.zeros((0, K.OCC_WIDTH), np.int64))
         rb = np.concatenate(pb) if len(pb) > 1 else (pb[0] if pb else np.zeros((0, K.OCC_WIDTH), np.int64))
-        T = min(self._horizon(a), self._horizon(b))
         out = bus.collision(ra, rb, 0, self.act_w)
         if out is not None and out[0] <= T:
             ia, ib = int(out[1]), int(out[2])
@@ -123,6 +130,4 @@ class PairCheck:
 
 def _keep(r: np.ndarray, T: int, act_w: int) -> np.ndarray:
     """The records that still end at or after cycle T (the others can meet no later command)."""
-    width = np.where(r[:, bus.O_CMD] == COMMANDS.index("ACT"), act_w, 1)
-    end = r[:, bus.O_T0] + (r[:, bus.O_N] - 1) * r[:, bus.O_STEP] + width - 1
-    return r[end >= T]
+    return bus.ending_from(r, np.int64(T), np.int64(act_w))

@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from hwmodel.bus import ROW_BUS, collision, first_collision, records_from_commands, smallest_shift
+from hwmodel.bus import ROW_BUS, collision, ending_from, first_collision, records_from_commands, smallest_shift
 from hwmodel.model import COMMANDS
 
 ACT = COMMANDS.index("ACT")
@@ -83,3 +83,17 @@ def test_smallest_shift_is_the_first_without_collision():
 def test_records_are_progressions():
     cmds = [(10, 5, 0), (14, 5, 0), (18, 5, 0), (23, 5, 0), (30, 0, 1), (31, 2, 2)]
     assert _records(cmds).tolist() == [[10, 4, 3, 0, 5], [23, 0, 1, 0, 5], [30, 0, 1, 1, 0], [31, 0, 1, 2, 2]]
+
+
+@pytest.mark.parametrize("act_w", [1, 2])
+def test_records_ending_from_a_cycle_are_those_holding_a_bus_then_or_later(act_w):
+    rng = random.Random(11)
+    for _ in range(100):
+        cmds = _commands(rng, act_w)
+        r = _records(cmds)
+        t = rng.randint(0, cmds[-1][0] + 3)
+        last = {}  # record -> the last cycle it holds its bus
+        for k, (t0, step, n, _i, c) in enumerate(r.tolist()):
+            last[k] = t0 + (n - 1) * step + (act_w if c == ACT else 1) - 1
+        want = r[[k for k in range(len(r)) if last[k] >= t]]
+        assert np.array_equal(ending_from(r, np.int64(t), np.int64(act_w)), want.reshape(-1, r.shape[1]))
