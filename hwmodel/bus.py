@@ -169,9 +169,33 @@ def ending_from(r, t, act_w):
     return out
 
 
+@njit
+def joined(r):
+    """The records with each run of consecutive records of one command that continue one
+    progression (a MAC every 4 cycles over many one-MAC instructions) made one record: the same
+    cycles on the same buses, in the same order (the instruction column is the run's first)."""
+    n = r.shape[0]
+    out = np.empty((n, r.shape[1]), dtype=r.dtype)
+    m = -1
+    for i in range(n):
+        t0, step, cnt, c = r[i, 0], r[i, 1], r[i, 2], r[i, 4]
+        if m >= 0 and out[m, 4] == c:
+            a0, sa, na = out[m, 0], out[m, 1], out[m, 2]
+            s = sa if na > 1 else t0 - a0
+            if s > 0 and t0 == a0 + na * s and (cnt == 1 or step == s):
+                out[m, 1], out[m, 2] = s, na + cnt
+                continue
+        m += 1
+        out[m, :] = r[i, :]
+    return out[: m + 1].copy()
+
+
 def compact(records: np.ndarray) -> np.ndarray:
-    """Records without their instruction column, as int32 where the cycles fit (16 B each: what
-    a task's timing keeps, `TaskTiming.bus`); `expand` gives the records back (instruction -1)."""
+    """Records without their instruction column, runs of one progression joined (`joined`), as
+    int32 where the cycles fit (16 B each: what a task's timing keeps, `TaskTiming.bus`);
+    `expand` gives the records back (instruction -1)."""
+    if len(records):
+        records = joined(np.ascontiguousarray(records, dtype=np.int64))
     out = records[:, [O_T0, O_STEP, O_N, O_CMD]]
     if len(out) == 0 or int(np.abs(out).max()) < 2**31:
         out = out.astype(np.int32)

@@ -280,7 +280,8 @@ def _clash(t, w, want, busy, n, actw, p):
             j = 0
             if rs != 0 and need > r0:
                 j = (need - r0 + rs - 1) // rs
-            if j < rn and r0 + j * rs <= t + w - 1:
+            # (a one-command record, rs = 0, may end before t: a later sweep element's query)
+            if j < rn and r0 + j * rs + rw - 1 >= t and r0 + j * rs <= t + w - 1:
                 return r0 + j * rs + rw
         p += 1
     return -1

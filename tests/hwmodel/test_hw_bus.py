@@ -9,7 +9,15 @@ import random
 import numpy as np
 import pytest
 
-from hwmodel.bus import ROW_BUS, collision, ending_from, first_collision, records_from_commands, smallest_shift
+from hwmodel.bus import (
+    ROW_BUS,
+    collision,
+    ending_from,
+    first_collision,
+    joined,
+    records_from_commands,
+    smallest_shift,
+)
 from hwmodel.model import COMMANDS
 
 ACT = COMMANDS.index("ACT")
@@ -97,3 +105,29 @@ def test_records_ending_from_a_cycle_are_those_holding_a_bus_then_or_later(act_w
             last[k] = t0 + (n - 1) * step + (act_w if c == ACT else 1) - 1
         want = r[[k for k in range(len(r)) if last[k] >= t]]
         assert np.array_equal(ending_from(r, np.int64(t), np.int64(act_w)), want.reshape(-1, r.shape[1]))
+
+
+@pytest.mark.parametrize("act_w", [1, 2])
+def test_joined_records_hold_the_same_cycles_and_collide_alike(act_w):
+    rng = random.Random(13)
+    out = np.zeros(6, dtype=np.int64)
+    for _ in range(200):
+        a, b = _commands(rng, act_w), _commands(rng, act_w)
+        if rng.random() < 0.5:  # one-command instructions at a constant spacing (the naive MAC streams)
+            t0, step = a[-1][0] + 1, rng.choice([1, 2, 4])
+            a = a + [(t0 + k * step, COMMANDS.index("MAC"), len(a) + k) for k in range(rng.randint(2, 9))]
+        ra, rb = _records(a), _records(b)
+        ja = joined(ra)
+        assert len(ja) <= len(ra)
+        cycles = lambda r: sorted(  # noqa: E731
+            (t0 + k * step, c) for t0, step, n, _i, c in r.tolist() for k in range(n)
+        )
+        assert cycles(ja) == cycles(ra)
+        for shift in (-3, 0, 2):
+            want = first_collision(ra, rb, np.int64(shift), ROW_BUS, np.int64(act_w), out)
+            assert first_collision(ja, rb, np.int64(shift), ROW_BUS, np.int64(act_w), out) == want
+            assert first_collision(rb, ja, np.int64(-shift), ROW_BUS, np.int64(act_w), out) == (
+                first_collision(rb, ra, np.int64(-shift), ROW_BUS, np.int64(act_w), out)
+            )
+        assert smallest_shift(ja, ja, act_w) == smallest_shift(ra, ra, act_w)
+    assert len(joined(_records([(0, 5, 0), (4, 5, 1), (8, 5, 2), (12, 5, 3), (13, 2, 4)]))) == 2

@@ -215,6 +215,29 @@ def test_oracle_yields_whole_sweeps_to_the_partner(hw):
     assert _run(hw, a, b, record=False).cycles == max(alone.cycles, paired.cycles)
 
 
+def test_a_sweep_passes_a_single_partner_command_between_its_bursts(hw):
+    """A partner's lone column command between two bursts of a sweep is no collision: the sweep
+    goes at its own earliest cycle (a regression: a one-command record ending before a later
+    burst was taken for a clash, and the sweep waited until it had passed)."""
+    from hwmodel import bus
+    from sim.oracle import time_commands
+
+    n = 4
+    seq = [make("ACT", mask=0x5, row=1), make("WRGB", gb=0, count=n, src=0, offset=0)]
+    seq += [make("MAC", mask=0x5, col=0, count=n, gb=0, acc=0), make("PRE", mask=0x5)]
+    alone = time_commands(hw, seq)
+    mac = alone.command_cycles[alone.commands == K.MAC]
+    assert set(np.diff(mac)) == {hw.mac_interval} and hw.mac_interval > 1
+    lone = np.array([[int(mac[0]) + 1, 0, 1, 0, K.RD]], dtype=np.int64)  # between the first two bursts
+    paired = time_commands(hw, seq, yield_to=lone)
+    assert list(paired.command_cycles[paired.commands == K.MAC]) == list(mac)
+    assert bus.collision(lone, bus.records_from_commands(
+        paired.command_cycles, paired.commands, paired.command_instrs), 0, 2) is None
+    on = np.array([[int(mac[1]), 0, 1, 0, K.RD]], dtype=np.int64)  # on the second burst: the sweep moves
+    moved = time_commands(hw, seq, yield_to=on)
+    assert int(moved.command_cycles[moved.commands == K.MAC][0]) > int(mac[0])
+
+
 def test_incremental_check_reports_the_whole_runs_collision(hw, monkeypatch):
     """The pairs are checked as their channels stop (slice ends, WAITs) and records that can meet
     nothing new are let go (sim/pairs.py): a streamed run cut into 3-instruction slices, serial
