@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwmodel import Hardware
-from hwmodel.isa import Instruction, make
+from hwmodel.isa import ISA, Instruction, make, make_args
 
 from .layout import Layout
 from .payload import Style
@@ -44,25 +44,38 @@ class _Interned:
 
     def __init__(self, op: str, *fields: str):
         self.op, self.fields = op, fields
+        self.ordered = fields == ISA.by_mnemonic(op).field_names  # (then built from the values as they are)
         self._built: dict[tuple[int, ...], Instruction] = {}
 
     def __call__(self, *values: int) -> Instruction:
         ins = self._built.get(values)
         if ins is None:
-            ins = self._built[values] = make(self.op, **dict(zip(self.fields, values)))
+            ins = self._built[values] = make_args(self.op, values) if self.ordered else make(
+                self.op, **dict(zip(self.fields, values))
+            )
         return ins
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Template:
     """The commands of the first channel emitted for a row distribution, and where its data
-    commands sit."""
+    commands sit (found when another channel first uses the template: most tilings time one
+    channel of each distribution and never build a second)."""
 
     channel: int  # index in the tiling's channels
     matrices: tuple[int, ...]  # per slot: whose vectors the WRGBs write
     commands: list[Instruction]
-    gb_writes: list[int]  # positions of the WRGBs
-    readouts: list[int]  # positions of the RDACCs
+    _positions: tuple[list[int], list[int]] | None = None
+
+    def positions(self) -> tuple[list[int], list[int]]:
+        """(positions of the WRGBs, positions of the RDACCs)."""
+        if self._positions is None:
+            ops = [ins.op for ins in self.commands]
+            self._positions = (
+                [i for i, op in enumerate(ops) if op == "WRGB"],
+                [i for i, op in enumerate(ops) if op == "RDACC"],
+            )
+        return self._positions
 
 
 class MVEmitter:
@@ -120,7 +133,7 @@ class MVEmitter:
         for vi, v in enumerate(self._group_vectors(g)):
             for b in range(n):
                 src = sh.vector_index(matrix, v, (c * t.chunk_bursts + b) * self.epb)
-                out.append(make("WRGB", gb=base + vi * t.chunk_bursts + b, count=1, src=self.vec_sym, offset=src))
+                out.append(make_args("WRGB", (base + vi * t.chunk_bursts + b, 1, self.vec_sym, src)))
         return tuple(out)
 
     def _rdacc(self, ci: int, slot: int, p: int, g: int) -> list[Instruction]:
@@ -141,15 +154,10 @@ class MVEmitter:
             for vi, v in enumerate(self._group_vectors(g)):
                 for a0, a1 in runs:
                     tensor, offset = sh.output_at(m, v, pr0 + a0)
+                    # RDACC bank, acc, count, dst, offset, stride
                     out.append(
-                        make(
-                            "RDACC",
-                            bank=bank,
-                            acc=vi * t.rows_per_pass + a0,
-                            count=a1 - a0,
-                            dst=self._staging_id(tensor),
-                            offset=offset,
-                            stride=1,
+                        make_args(
+                            "RDACC", (bank, vi * t.rows_per_pass + a0, a1 - a0, self._staging_id(tensor), offset, 1)
                         )
                     )
         return out
@@ -201,21 +209,16 @@ class MVEmitter:
         template = self._templates.get(sig)
         if template is None:
             seq = self._emit(ci)
-            self._templates[sig] = _Template(
-                ci,
-                self._slot_matrices(ci),
-                seq,
-                [i for i, ins in enumerate(seq) if ins.op == "WRGB"],
-                [i for i, ins in enumerate(seq) if ins.op == "RDACC"],
-            )
+            self._templates[sig] = _Template(ci, self._slot_matrices(ci), seq)
             return seq
         seq = list(template.commands)
         if ci == template.channel:
             return seq
+        gb_writes, readouts = template.positions()
         if self._slot_matrices(ci) != template.matrices:  # other vectors in the global buffer
-            for pos, ins in zip(template.gb_writes, self._gb_sequence(ci)):
+            for pos, ins in zip(gb_writes, self._gb_sequence(ci)):
                 seq[pos] = ins
-        for pos, ins in zip(template.readouts, self._readout_sequence(ci)):
+        for pos, ins in zip(readouts, self._readout_sequence(ci)):
             seq[pos] = ins
         return seq
 
