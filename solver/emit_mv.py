@@ -50,8 +50,8 @@ class _Interned:
     def __call__(self, *values: int) -> Instruction:
         ins = self._built.get(values)
         if ins is None:
-            ins = self._built[values] = make_args(self.op, values) if self.ordered else make(
-                self.op, **dict(zip(self.fields, values))
+            ins = self._built[values] = (
+                make_args(self.op, values) if self.ordered else make(self.op, **dict(zip(self.fields, values)))
             )
         return ins
 

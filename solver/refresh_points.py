@@ -198,9 +198,7 @@ def _placed(seq: list[Instruction], timing, trefi: int, block: int) -> list[Inst
     return out
 
 
-def _placed_by_loop(
-    seq: list[Instruction], timing, trefi: int, block: int, nb: int, spread: bool
-) -> list[Instruction]:
+def _placed_by_loop(seq: list[Instruction], timing, trefi: int, block: int, nb: int, spread: bool) -> list[Instruction]:
     """`with_refresh`'s placement, instruction by instruction (per-bank refresh; all-bank too,
     which `_placed` does faster)."""
     out: list[Instruction] = []

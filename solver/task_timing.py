@@ -31,19 +31,60 @@ from .relocate import Relocations
 from .tiling import channel_signature, slot_rows, structure_key
 
 
-@dataclass(frozen=True, eq=False)
 class TaskTiming:
-    issue: np.ndarray  # relative issue cycle of every instruction (int64, read-only: 8 B each)
-    duration: int
-    completion: int
-    refreshes: tuple[int, ...] = ()  # relative cycles of the task's own REFs (long tasks)
-    # per-bank refresh: round k (one refresh of every bank) ends at refreshes[k] and starts at
-    # refreshes_early[k]; with all-bank REFs the two are equal
-    refreshes_early: tuple[int, ...] = ()
-    # organization.command_bus = shared_pair: the task's command-bus occupancy, relative cycles
-    # (hwmodel/bus.py records, compacted: bus.expand; None on devices whose channels have buses
-    # of their own)
-    bus: np.ndarray | None = None
+    """A task's timing on its channel, as the oracle measured it alone.
+
+    `issue`: the relative issue cycle of every instruction (int64, read-only). Held packed: as
+    differences between consecutive issue cycles (an in-order stream's are >= 0 and small) in
+    uint16 where they fit, else int32, else the int64 cycles themselves, 2 B an instruction in
+    practice; unpacked on first read and kept (decode reads the chosen tasks'; lowering reads
+    only durations, so the candidates it times and drops stay packed)."""
+
+    __slots__ = ("_packed", "_delta", "_issue", "duration", "completion", "refreshes", "refreshes_early", "bus")
+
+    def __init__(
+        self,
+        issue,
+        duration: int,
+        completion: int,
+        refreshes: tuple[int, ...] = (),
+        refreshes_early: tuple[int, ...] = (),
+        bus: np.ndarray | None = None,
+    ):
+        self._packed, self._delta = _pack(np.asarray(issue, dtype=np.int64))
+        self._issue = None
+        self.duration, self.completion = duration, completion
+        self.refreshes = refreshes  # relative cycles of the task's own REFs (long tasks)
+        # per-bank refresh: round k (one refresh of every bank) ends at refreshes[k] and starts at
+        # refreshes_early[k]; with all-bank REFs the two are equal
+        self.refreshes_early = refreshes_early
+        # organization.command_bus = shared_pair: the task's command-bus occupancy, relative
+        # cycles (hwmodel/bus.py records, compacted: bus.expand; None on devices whose channels
+        # have buses of their own, and for a pair's odd channel, whose records nobody reads)
+        self.bus = bus
+
+    @property
+    def issue(self) -> np.ndarray:
+        if self._issue is None:
+            a = np.cumsum(self._packed, dtype=np.int64) if self._delta else self._packed.astype(np.int64)
+            a.flags.writeable = False
+            self._issue = a
+        return self._issue
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its arrays (packed issue cycles, unpacked ones once read, bus records)."""
+        return (
+            self._packed.nbytes
+            + (0 if self._issue is None else self._issue.nbytes)
+            + (0 if self.bus is None else self.bus.nbytes)
+        )
+
+    def __reduce__(self):  # (pickled packed, e.g. from a lowering worker: solver/lower_parallel.py)
+        return (
+            _unpickle,
+            (self._packed, self._delta, self.duration, self.completion, self.refreshes, self.refreshes_early, self.bus),
+        )
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -52,7 +93,38 @@ class TaskTiming:
             and np.array_equal(self.issue, other.issue)
         )
 
+    def __repr__(self) -> str:
+        return f"TaskTiming({len(self._packed)} instructions, duration={self.duration}, completion={self.completion})"
+
     __hash__ = None  # an array inside: compared by value, not hashable
+
+
+def _pack(issue: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(packed, whether it holds differences): see TaskTiming."""
+    if not len(issue):
+        return np.zeros(0, dtype=np.uint16), True
+    d = np.empty_like(issue)
+    d[0] = issue[0]
+    np.subtract(issue[1:], issue[:-1], out=d[1:])
+    lo, hi = int(d.min()), int(d.max())
+    if lo >= 0 and hi < 1 << 16:
+        return d.astype(np.uint16), True
+    if lo >= -(1 << 31) and hi < 1 << 31:
+        return d.astype(np.int32), True
+    return issue.copy(), False
+
+
+def _unpickle(packed, delta, duration, completion, refreshes, refreshes_early, bus) -> TaskTiming:
+    tt = TaskTiming.__new__(TaskTiming)
+    tt._packed, tt._delta, tt._issue = packed, delta, None
+    tt.duration, tt.completion, tt.refreshes, tt.refreshes_early, tt.bus = (
+        duration,
+        completion,
+        refreshes,
+        refreshes_early,
+        bus,
+    )
+    return tt
 
 
 _oracle: TimingOracle | None = None
@@ -179,7 +251,7 @@ def time_task(hw: Hardware, instrs: list[Instruction], yield_to: np.ndarray | No
         at = None if times.command_instrs is None else np.unique(times.command_instrs[refreshing])
         late, early = refresh_rounds(hw, instrs, issue, at)
     occ = None
-    if hw.organization.shared_bus:
+    if hw.organization.shared_bus and yield_to is None:  # (an odd channel's records: nobody reads them)
         occ = bus.compact(bus.records_from_commands(times.command_cycles, times.commands, times.command_instrs))
         occ.flags.writeable = False
     return TaskTiming(issue, duration, int(times.cycles), late, early, occ)
@@ -366,10 +438,7 @@ class TimingStore:
     @property
     def nbytes(self) -> int:
         """Bytes of the issue cycles and encoded tables the store holds."""
-        return (
-            sum(tt.issue.nbytes + (0 if tt.bus is None else tt.bus.nbytes) for tt in self.timings.values())
-            + self.layers.nbytes
-        )
+        return sum(tt.nbytes for tt in self.timings.values()) + self.layers.nbytes
 
 
 class TimingCache:

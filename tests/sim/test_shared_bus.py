@@ -231,8 +231,12 @@ def test_a_sweep_passes_a_single_partner_command_between_its_bursts(hw):
     lone = np.array([[int(mac[0]) + 1, 0, 1, 0, K.RD]], dtype=np.int64)  # between the first two bursts
     paired = time_commands(hw, seq, yield_to=lone)
     assert list(paired.command_cycles[paired.commands == K.MAC]) == list(mac)
-    assert bus.collision(lone, bus.records_from_commands(
-        paired.command_cycles, paired.commands, paired.command_instrs), 0, 2) is None
+    assert (
+        bus.collision(
+            lone, bus.records_from_commands(paired.command_cycles, paired.commands, paired.command_instrs), 0, 2
+        )
+        is None
+    )
     on = np.array([[int(mac[1]), 0, 1, 0, K.RD]], dtype=np.int64)  # on the second burst: the sweep moves
     moved = time_commands(hw, seq, yield_to=on)
     assert int(moved.command_cycles[moved.commands == K.MAC][0]) > int(mac[0])

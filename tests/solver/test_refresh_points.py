@@ -21,7 +21,14 @@ CASES = [
     ("fpga-proto", ["timing.params.tREFI=300", "timing.params.tRFC=60"], 128, 256, 1, "overlap"),
     ("fpga-proto", ["timing.params.tREFI=300", "timing.params.tRFC=60"], 128, 256, 2, "naive"),
     ("hbm2-pim", ["organization.channels=2", "organization.rows=512"], 256, 1024, 16, "overlap"),
-    ("hbm2-pim", ["organization.channels=2", "organization.rows=512", "timing.params.tREFI=700"], 256, 1024, 4, "naive"),
+    (
+        "hbm2-pim",
+        ["organization.channels=2", "organization.rows=512", "timing.params.tREFI=700"],
+        256,
+        1024,
+        4,
+        "naive",
+    ),
     ("gddr6-aim", ["organization.channels=2", "timing.params.tREFI=900"], 256, 2048, 1, "overlap"),
 ]
 
