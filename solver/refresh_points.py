@@ -154,8 +154,22 @@ def _points(codes: np.ndarray, timing, trefi: int, block: int) -> list[int]:
     issue = timing.issue
     ok = (timing.duration - issue > trefi) & (codes != _CODE["RDACC"])
     points: list[int] = []
+    n = len(codes)
+    if n and bool((issue[1:] >= issue[:-1]).all()):  # in order (as a channel issues): by search
+        # next_ok[i]: the first j >= i with ok[j] (n: none)
+        idx = np.where(ok, np.arange(n), n)
+        next_ok = np.minimum.accumulate(idx[::-1])[::-1]
+        lo, k = 0, 1
+        while lo < n:
+            i = max(lo, int(np.searchsorted(issue, k * trefi - (k - 1) * block, side="left")))
+            if i >= n or next_ok[i] >= n:
+                break
+            i = int(next_ok[i])
+            points.append(i)
+            lo, k = i + 1, k + 1
+        return points
     lo, k = 0, 1
-    while lo < len(codes):
+    while lo < n:
         hit = np.flatnonzero(ok[lo:] & (issue[lo:] >= k * trefi - (k - 1) * block))
         if not len(hit):
             break

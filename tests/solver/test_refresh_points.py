@@ -65,3 +65,27 @@ def test_estimate_stops_where_the_whole_count_decides_alike(preset, sets, n, k, 
         part = rp._estimate(hw, seq, enough)
         assert (part >= enough) == (whole >= enough)
         assert part == whole or part >= enough
+
+
+def _points_by_rule(codes, issue, duration, trefi, block):
+    out, k = [], 1
+    for i in range(len(codes)):
+        if issue[i] + (k - 1) * block >= k * trefi and duration - issue[i] > trefi and codes[i] != rp._CODE["RDACC"]:
+            out.append(i)
+            k += 1
+    return out
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_points_follow_the_rule_in_order_or_not(ordered):
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 400))
+        issue = np.cumsum(rng.integers(0, 40, n)) if ordered else rng.integers(0, 20 * n, n)
+        codes = rng.choice([0, 0, 0, 1, 2, 3], n).astype(np.int8)
+        duration = int(issue.max()) + int(rng.integers(1, 300))
+        trefi, block = int(rng.integers(50, 400)), int(rng.integers(0, 100))
+        timing = type("T", (), {"issue": issue, "duration": duration})
+        assert rp._points(codes, timing, trefi, block) == _points_by_rule(codes, issue, duration, trefi, block)
