@@ -22,13 +22,20 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
   refresh (timing.refresh_mode = per_bank) a REFSB keeps only its bank busy, tRFCSB: with one
   bank per unit that unit streams nothing meanwhile (tRFCSB of every tREFI); with more, the
   unit's other banks can stream while one refreshes, so refresh costs the MACs nothing here.
+  The first column command of a channel waits for its row: tRCDMAC after an ACT at cycle 0 or
+  later (tRCDRD where a link read may come first: `first_activation`). After the last one the
+  program still runs: the last MAC's read-out (tMACL, its data), the sync and an epilogue, or a
+  REF cluster (all banks precharged first), whichever is less (`unit_ends`, ChannelEnds in
+  solver/turnaround_bound.py, which also prices REFs between and before the commands).
   That is the unit view; STREAMING is the larger of it and the channel view
   (solver/turnaround_bound.py, where it is derived): a unit does at most acc_registers x
   buffer bursts MACs between two gaps of its channel's MAC stream that hold a buffer load
   (WRGB) or a read-out of it (RDACC), and each such boundary costs the channel at least
   E_gap = min(load gap, read-outs of all its units) beyond the MAC spacing (hbm2-pim: the
   read/write turnarounds of a load, 16 + 19 - 4 = 31; 0 on a dedicated write path), the first
-  load WRGB -> MAC before the first MAC; a REF hides one boundary (tRFC - E_gap per tREFI). Link
+  load WRGB -> MAC before the first MAC; a REF cluster costs tRFC per REF and its row commands
+  around it (PRE before, ACT after) less the boundary it may hide, or sits before the first or
+  after the last column command (ChannelEnds: at least tRFC - E_gap per REF as before). Link
   reads may sit in those gaps: a boundary then costs E_net beyond their slots (hbm2-pim 16), and
   a share s of E_gap plus 1 - s of (E_net + the reads) bounds the channel for every s, searched
   for the best. No row changes in that view (a one-bank unit's idles only that unit).
@@ -71,17 +78,19 @@ does not use it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from math import ceil
 
 from hwmodel import Hardware
+from hwmodel.model import completion_cycles
 from hwmodel.host_costs import epilogue_cycles, has_head_ranges, host_op_cycles
 from ir import OpKind, Program
 
 from .mvshape import mv_shape
 from .problem import Refresh
-from .turnaround_bound import PhaseGaps, link_read_spacing, phase_gaps
+from .turnaround_bound import ChannelEnds, PhaseGaps, channel_ends, end_costs, link_read_spacing, phase_gaps
 
 
 class Term(StrEnum):
@@ -235,22 +244,71 @@ def host_busy_cycles(hw: Hardware, program: Program) -> tuple[int, int, int]:
     return own, fixed, share
 
 
+def first_activation(hw: Hardware, reads: bool = True) -> int:
+    """Cycles before a channel's first column command that serves a resident row: its bank's ACT
+    (at cycle 0 at the earliest) and tRCD: tRCDMAC, or with `reads` (the host may run part of a
+    gemv, its weights read over the link) the lesser of it and tRCDRD. The unit view counts each
+    MAC and read its slot (s, r) from the first to the last command; the program ends at least
+    tMACL + the read-out's data after its last MAC, and a read's data after its last read: where
+    that is shorter than the slot, the difference comes off."""
+    t = hw.timing
+    comp = completion_cycles(t)
+    short = max(0, hw.mac_interval - t.rule("MAC", "RDACC", "channel") - comp["RDACC"])
+    rcd = t.rule("ACT", "MAC", "bank")
+    if reads:
+        short = max(short, link_read_spacing(hw) - comp["RD"])
+        rcd = min(rcd, t.rule("ACT", "RD", "bank"))
+    return max(0, rcd - short)
+
+
 def streaming_bound(
-    hw: Hardware, work: list[OpWork], host_busy: int, gaps: PhaseGaps | None = None, share: float = 1.0
+    hw: Hardware,
+    work: list[OpWork],
+    host_busy: int,
+    gaps: PhaseGaps | None = None,
+    share: float = 1.0,
+    ends: Callable[[bool], ChannelEnds | None] | None = None,
+    activate: bool = False,
 ) -> tuple[int, int]:
     """(least channel work, makespan bound with refresh) when the host, busy `host_busy` cycles
     with its own ops, takes over the best fractions of gemvs in what is left of T. With `gaps`
     (the channel view, `op_work(..., gaps, share)`) the work includes `share` of the first
-    load's constant (`PhaseGaps.first_fill`)."""
-    first = gaps.first_fill(share) if gaps is not None else 0.0
+    load's constant (`PhaseGaps.first_fill`); without (the unit view) and with `activate` the
+    first activation (`first_activation`; not in the bandwidth figure, `streaming_cycles`).
+    `ends(reads)`: REFs and the end as ChannelEnds says, `reads` whether the host takes a part
+    of a gemv (its weights then go over the link: the channel's first and last column commands
+    may be reads); None: refresh as `with_refresh`. A program whose host takes no part of any
+    gemv has all of the channel work and MACs only; one whose host takes some has at least the
+    knapsack's least work: T is feasible if either case fits."""
+    total = sum(w.pim for w in work)
+    movable = any(w.host is not None for w in work)
+
+    def first(reads: bool) -> float:
+        if not work:
+            return 0.0
+        if gaps is not None:
+            return gaps.first_fill(share)
+        return float(first_activation(hw, reads)) if activate else 0.0
 
     def channel(budget: int) -> int:
-        return max(0, ceil(channel_work_after_offload(work, budget) + first - 1e-6))
+        return max(0, ceil(channel_work_after_offload(work, budget) + first(True) - 1e-6))
 
-    lo, hi = host_busy, max(host_busy, with_refresh(hw, channel(0), gaps=gaps, share=share))
+    def stretch(w: int, reads: bool) -> int:
+        e = ends(reads) if ends is not None and w > 0 else None
+        if e is not None:
+            return e.stretch(hw.timing.p("tREFI"), w)
+        return with_refresh(hw, w, gaps=gaps, share=share)
+
+    def stretched(budget: int) -> int:
+        alone = stretch(max(0, ceil(total + first(False) - 1e-6)), False)
+        if not movable or budget <= 0:
+            return alone
+        return min(alone, stretch(channel(budget), True))
+
+    lo, hi = host_busy, max(host_busy, stretched(0))
     while lo < hi:
         mid = (lo + hi) // 2
-        if with_refresh(hw, channel(mid - host_busy), gaps=gaps, share=share) <= mid:
+        if stretched(mid - host_busy) <= mid:
             hi = mid
         else:
             lo = mid + 1
@@ -402,13 +460,57 @@ def _head_chain_finish(
     return tuple(ceil(v - 1e-6) for v in (scores, softmax, ctx))  # type: ignore[return-value]
 
 
+def unit_ends(hw: Hardware, program: Program, work: list[OpWork]) -> Callable[[bool], ChannelEnds | None]:
+    """REFs and the end in the unit view (all-bank refresh; None otherwise), per `reads` (whether
+    the host runs part of a gemv): as in the channel view (solver/turnaround_bound.py,
+    ChannelEnds) with what this view counts. It counts no boundary, and with one bank per unit
+    a row change (tRTP + tRP + tRCDMAC - s) that a REF cluster there extends by its REFs' tRFC
+    alone (PRE -> REF against PRE -> ACT), so `mid` is 0 there and tRTP + tRP + tRCD - slot with
+    more banks per unit; `first` is what tRCD exceeds the first activation it counts by (0).
+    After the last command a REF cluster (`end_costs`: `last`) or none (`tail`)."""
+    t = hw.timing
+    tail_h = host_tail(hw, program)
+
+    def at(reads: bool) -> ChannelEnds | None:
+        if t.refresh_mode != "all_bank" or not work:
+            return None
+        slot = max(hw.mac_interval, link_read_spacing(hw)) if reads else hw.mac_interval
+        rcd, rtp, last, tail = end_costs(hw, tail_h, reads)
+        pre_ref, pre_act = t.rule("PRE", "REF", "rank"), t.rule("PRE", "ACT", "bank")
+        return ChannelEnds(
+            trfc=t.rule("REF", "ACT", "rank"),
+            mid=min(0, pre_ref - pre_act) if hw.pim.banks_per_pu == 1 else rtp + pre_ref + rcd - slot,
+            first=max(0, rcd - first_activation(hw, reads)),
+            last=last,
+            tail=tail,
+        )
+
+    return at
+
+
+def host_tail(hw: Hardware, program: Program) -> float:
+    """After a channel's last read-out the host still syncs and runs an epilogue: the sync and the
+    least epilogue of any op in memory without its launch (one head's share where attention may
+    finish by head ranges), for ChannelEnds.tail."""
+    epis = []
+    for i, op in enumerate(program.ops):
+        if not op.pim_capable or op.kind is OpKind.kv_append:
+            continue
+        heads = op.attrs.get("heads", 1) if has_head_ranges(hw) and op.kind is not OpKind.gemv else 1
+        epis.append(_epilogue_compute(hw, program, i) / max(1, heads))
+    return hw.host.sync_cycles + min(epis, default=0.0)
+
+
 def channel_view_streaming(hw: Hardware, program: Program, host_busy: int, gaps: PhaseGaps) -> int:
     """The streaming bound of the channel view at the best share of its gaps against its link
     reads (`op_work`): every share gives a valid bound; over the host's fractions the least
-    channel time is a minimax in (fraction, share), concave in the share, searched by thirds."""
+    channel time is a minimax in (fraction, share), concave in the share, searched by thirds.
+    REFs and the channel's end as ChannelEnds says at that share."""
+    tail = host_tail(hw, program)
 
     def at(share: float) -> int:
-        return streaming_bound(hw, op_work(hw, program, gaps, share), host_busy, gaps, share)[1]
+        ends = {reads: channel_ends(hw, gaps, share, tail, reads) for reads in (False, True)}
+        return streaming_bound(hw, op_work(hw, program, gaps, share), host_busy, gaps, share, ends.get)[1]
 
     lo, hi, best = 0.0, 1.0, at(1.0)
     for _ in range(24):
@@ -422,7 +524,7 @@ def channel_view_streaming(hw: Hardware, program: Program, host_busy: int, gaps:
 def hardware_bound(hw: Hardware, program: Program) -> HardwareBound:
     work = op_work(hw, program)
     own, fixed, share = host_busy_cycles(hw, program)
-    _channel, streaming = streaming_bound(hw, work, own + fixed)
+    _channel, streaming = streaming_bound(hw, work, own + fixed, ends=unit_ends(hw, program, work), activate=True)
     critical = critical_path_bound(hw, program, work)
     gaps = phase_gaps(hw)
     if gaps.gap > 0:  # the channel view: MACs with the load/read-out gaps they force

@@ -63,6 +63,29 @@ the turnaround rows still holding: a gap holds max, not sum, so each REF can hid
 and refresh stretches the work by max(0, tRFC - counted) per tREFI (`refresh_busy`). A REFSB
 (per-bank refresh) stops no command of the other units: nothing.
 
+Refresh and the end (`ChannelEnds`, tighter than the paragraph above where it binds). An all-bank
+REF needs every bank precharged and every bank activated again after it. A cluster of REFs
+(back to back, REF -> REF tRFC) between two consecutive column commands X, Y of the channel
+(MACs, or link reads in the share-0 count) makes their gap at least X -> PRE (tRTP, the lesser
+of MAC -> PRE and RD -> PRE) + PRE -> REF (tRP) + tRFC per REF + ACT -> Y (tRCD, the lesser of
+tRCDMAC and tRCDRD); X's slot (s, or the read spacing r: the larger) and at most one counted
+boundary lie in it, so beyond its REFs' tRFC it adds `mid` = tRTP + tRP + tRCD - max(s, r) -
+counted. A cluster before the first column command: that command comes tRFC per REF + tRCD
+after it, where share x min(wtr, E_gap) was counted: `first` = tRCD - share x min(wtr, E_gap). A
+cluster after the last command L: the program ends at least tRTP + tRP + its REFs' tRFC after L,
+where L's slot was counted: `last` = tRTP + tRP - max(s, r); after a MAC, more: its unit's
+read-out RDACC (tMACL after it) precedes the cluster by RDACC -> PRE + PRE -> REF, or follows it
+by REF -> RDACC and then takes its data and the host's tail (`end_costs`), and where the host
+runs no part of a gemv every counted command is a MAC (tRCDMAC, MAC -> PRE, s). Without one, it ends at least
+`tail` after L's slot: after a MAC, tMACL to the RDACC of its accumulator, that read-out's data
+(CL_ACC + BL2), the sync and the least epilogue of any op in memory (one head's share of an
+attention epilogue, no launch: a launch may have been paid before, chain = 1); after a link read
+(share-0 count) its data alone (CL + BL2). Every REF of a cluster but its first costs tRFC exactly,
+so with e = min(mid, first): n REFs add n tRFC + n e when e < 0 (each at least tRFC + e >= tRFC
+- counted: never less than the paragraph above), n tRFC + e when e >= 0 (at least one cluster);
+and either no cluster follows L (+ tail) or one does (+ last, the other n - 1 REFs as before):
+the lesser. A REFSB (per-bank refresh) stops no other unit: only the tail counts.
+
 Left out, so that it holds: a one-bank unit's row changes (they idle that unit only; the unit view
 charges them, and STREAMING takes the larger view); the WRGBs' own slots ((w - 1) x WRGB
 spacing) and the last read-out after the last MAC. An op's own chain (CRITICAL_PATH) uses the same
@@ -75,6 +98,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from hwmodel import Hardware
+from hwmodel.model import completion_cycles
 
 
 @dataclass(frozen=True)
@@ -102,6 +126,90 @@ class PhaseGaps:
     def refresh_busy(self, busy: int, share: float = 1.0) -> int:
         """What a refresh keeping the channel `busy` cycles adds once it may hide a boundary."""
         return max(0, busy - ceil(self.counted(share)))
+
+
+@dataclass(frozen=True)
+class ChannelEnds:
+    """What REFs and the channel's last column command add to its work in the channel view, at
+    one share (module docstring, "Refresh and the end")."""
+
+    trfc: int  # each all-bank REF (0: per-bank refresh, nothing)
+    mid: float  # a REF cluster between two column commands, beyond its REFs' tRFC
+    first: float  # a cluster before the first column command
+    last: float  # a cluster after the last one
+    tail: float  # no cluster after the last one: read-out, sync, an epilogue
+
+    def extra(self, n: int) -> float:
+        """Beyond n x tRFC, when the channel issues n REFs."""
+        if n == 0 or self.trfc == 0:
+            return self.tail
+        e = min(self.mid, self.first)
+
+        def clusters(m: int) -> float:
+            return m * e if e < 0 else (e if m else 0.0)
+
+        return min(clusters(n) + self.tail, self.last + clusters(n - 1))
+
+    def stretch(self, tREFI: int, work: float) -> int:
+        """Least T >= work with T >= work + n x tRFC + extra(n), n = floor(T / tREFI) (the REFs owed
+        by T: JEDEC leaves none owed at the end). n x tRFC + extra(n) never falls as n grows
+        (tRFC + e >= 0), so the iteration from below stops at the least such T."""
+        if self.trfc >= tREFI:
+            raise ValueError(f"refresh tRFC {self.trfc} >= tREFI {tREFI}: no time left for work")
+        t = max(0, ceil(work - 1e-6))
+        while True:
+            n = t // tREFI
+            need = max(t, ceil(work + n * self.trfc + self.extra(n) - 1e-6))
+            if need == t:
+                return t
+            t = need
+
+
+def end_costs(hw: Hardware, host_tail: float, reads: bool) -> tuple[int, int, float, float]:
+    """(ACT -> first column command, X -> PRE, `last`, `tail`) of ChannelEnds for a channel whose
+    column commands are MACs and, with `reads`, link reads (module docstring). After the last MAC
+    L a REF cluster comes after the read-out of its unit (RDACC >= L + tMACL, that unit's bank
+    precharged RDACC -> PRE after it, then PRE -> REF) or the read-out comes after the cluster
+    (REF -> RDACC, its data, the host's tail): the lesser, and at least L -> PRE -> REF."""
+    t, s, r = hw.timing, hw.mac_interval, link_read_spacing(hw)
+    comp = completion_cycles(t)
+    pre_ref, trfc = t.rule("PRE", "REF", "rank"), t.rule("REF", "ACT", "rank")
+    mac_pre, rd_pre = t.rule("MAC", "PRE", "bank"), t.rule("RD", "PRE", "bank")
+    readout = t.rule("MAC", "RDACC", "channel")
+    last_mac = max(
+        mac_pre + pre_ref - s,
+        min(
+            readout + t.rule("RDACC", "PRE", "bank") + pre_ref - s,
+            mac_pre + pre_ref + t.rule("REF", "RDACC", "rank") - trfc + comp["RDACC"] + host_tail - s,
+        ),
+    )
+    tail_mac = readout + comp["RDACC"] + host_tail - s
+    if not reads:
+        return t.rule("ACT", "MAC", "bank"), mac_pre, last_mac, max(0.0, tail_mac)
+    return (
+        min(t.rule("ACT", "MAC", "bank"), t.rule("ACT", "RD", "bank")),
+        min(mac_pre, rd_pre),
+        min(last_mac, rd_pre + pre_ref - r),
+        max(0.0, min(tail_mac, comp["RD"] - r)),
+    )
+
+
+def channel_ends(hw: Hardware, gaps: PhaseGaps, share: float, host_tail: float, reads: bool = True) -> ChannelEnds:
+    """ChannelEnds at `share` (`host_tail`: the sync and the least epilogue, without a launch, of
+    the program's ops in memory; `reads`: the host runs part of a gemv, its weights read over
+    the link, else every column command counted is a MAC)."""
+    t, s = hw.timing, hw.mac_interval
+    slot = max(s, link_read_spacing(hw)) if reads else s
+    rcd, rtp, last, tail = end_costs(hw, host_tail, reads)
+    _, _, last_m, tail_m = end_costs(hw, host_tail, False)
+    return ChannelEnds(
+        trfc=t.rule("REF", "ACT", "rank") if t.refresh_mode == "all_bank" else 0,
+        mid=rtp + t.rule("PRE", "REF", "rank") + rcd - slot - gaps.counted(share),
+        first=rcd - share * min(gaps.first_load, gaps.gap),
+        # at share 1 only MACs are counted: the last counted command is a MAC
+        last=share * last_m + (1.0 - share) * last,
+        tail=share * tail_m + (1.0 - share) * tail,
+    )
 
 
 def link_read_spacing(hw: Hardware) -> int:

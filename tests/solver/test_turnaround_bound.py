@@ -94,12 +94,18 @@ def test_the_turnarounds_raise_streaming_on_a_data_bus_device_and_no_program_bea
     data_bus, dedicated = (
         hardware_bound(i.build_hardware(), i.build_program()) for i in (inst("data_bus"), inst("dedicated"))
     )
-    # unit view: 256 x 64 bursts / 16 units = 1,024 MACs x 4 per unit, one REF (tRFC 350)
-    assert dedicated.as_dict()[Term.STREAMING] == 4096 + 350
+    # unit view: 256 x 64 bursts / 16 units = 1,024 MACs x 4 per unit, the first ACT -> MAC
+    # (tRCDMAC 14), one REF (tRFC 350) after the last column command: RD -> PRE 5 + PRE -> REF
+    # 14 less its slot 2, had the host run a few rows whose weights it read last (after the last
+    # MAC: its unit's read-out tMACL 22 + RDACC -> PRE 5 + PRE -> REF 14 - 4 = 37;
+    # ChannelEnds.last)
+    assert dedicated.as_dict()[Term.STREAMING] == 4096 + 14 + 350 + 17
     # channel view: 1,024 MACs per unit are 16 phases of 8 x 8: 15 boundaries of 31, the first
-    # load 19, the REF hiding one boundary; the host's fraction (its GEMM in what is left of T,
-    # its weights' reads inside the gaps) takes a little off
-    full = 4096 + 15 * 31 + 19 + (350 - 31)
+    # load 19, the REF at its cheapest after the last MAC's read-out (22 + 5 + 14 - 4: in a
+    # boundary it would cost 5 + 14 + 350 + tRCDMAC 14 - 4 - 31, before the first MAC 350 + 14
+    # - 19); the host's fraction (its GEMM in what is left of T, its weights' reads inside the
+    # gaps) takes a little off
+    full = 4096 + 15 * 31 + 19 + 350 + 37
     assert full - 100 < data_bus.as_dict()[Term.STREAMING] <= full
     for method in ("naive", "greedy", "cpsat"):
         r = run(inst("data_bus"), SolveOptions(method=method, time_limit=5.0, workers=1, functional=False))
@@ -153,3 +159,37 @@ def test_where_the_boundaries_bind_no_program_is_below(preset, program, sets):
             data_bus.as_dict(),
             r.sim.cycles,
         )
+
+
+def test_refresh_and_the_end_by_hand_hbm2_pim():
+    """ChannelEnds (solver/turnaround_bound.py) on hbm2-pim at share 1 (no link reads counted)."""
+    from solver.turnaround_bound import channel_ends
+
+    hw = load_hardware("hbm2-pim")
+    g = phase_gaps(hw)
+    ends = channel_ends(hw, g, 1.0, host_tail=100)
+    # a REF cluster between two MACs: MAC -> PRE tRTP 5, PRE -> REF tRP 14, ACT -> MAC tRCDMAC 14,
+    # less the MAC's slot 4 and the boundary (31) it may hide
+    assert ends.mid == 5 + 14 + 14 - 4 - 31
+    # before the first MAC: tRCDMAC 14 after the REFs, where the first load's 19 was counted
+    assert ends.first == 14 - 19
+    # after the last MAC: its unit's read-out tMACL 22 after it, RDACC -> PRE 5, PRE -> REF 14,
+    # less its slot (at least tRTP 5 + tRP 14 - 4; the read-out after the REFs would cost
+    # REF -> RDACC 350 and the host's tail)
+    assert ends.last == 22 + 5 + 14 - 4
+    # no REF after it: tMACL 22, the read-out's data CL_ACC 20 + BL2 2, then the host's 100
+    assert ends.tail == 22 + 22 + 100 - 4
+    # no REF: the tail; one: after the last MAC (37) rather than in a gap (-5 + 140); two: one
+    # before the first MAC and one after the last (-5 + 37), each REF tRFC 350 besides
+    assert [ends.extra(n) for n in range(3)] == [140, 37, 32]
+    assert ends.stretch(3900, 3000) == 3140
+    assert ends.stretch(3900, 3800) == 3800 + 350 + 37
+    assert ends.stretch(3900, 7500) == 7500 + 700 + 32
+    # where the host may run part of the gemv at share 0, its reads may come last: the read's
+    # RD -> PRE 5 + PRE -> REF 14 less its slot 2, its data CL 20 + BL2 2 less the slot
+    reads = channel_ends(hw, g, 0.0, host_tail=100, reads=True)
+    assert (reads.last, reads.tail) == (5 + 14 - 2, 20 + 2 - 2)
+    assert reads.mid == 5 + 14 + 14 - 4 - g.net and reads.first == 14
+    # never below the former count, tRFC - 31 per REF and nothing at the end
+    for work in range(0, 20000, 997):
+        assert ends.stretch(3900, work) >= g.refresh_busy(350) * ((ends.stretch(3900, work)) // 3900) + work
