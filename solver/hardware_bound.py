@@ -84,8 +84,8 @@ from enum import StrEnum
 from math import ceil
 
 from hwmodel import Hardware
-from hwmodel.model import completion_cycles
 from hwmodel.host_costs import epilogue_cycles, has_head_ranges, host_op_cycles
+from hwmodel.model import completion_cycles
 from ir import OpKind, Program
 
 from .mvshape import mv_shape
