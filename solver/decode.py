@@ -316,7 +316,12 @@ def _decode(
 
     ref = problem.refresh
     rshift = round_shift(hw)  # a pair's odd channel refreshes this much after the even one
-    ref_len = round_cycles(hw) + rshift
+    # ... in a group that holds a pair (groups hold whole pairs; an odd channel count leaves one
+    # channel without its partner)
+    gshift = {
+        g: rshift if any(c % 2 and c - 1 in groups[g].channels for c in groups[g].channels) else 0 for g in groups
+    }
+    ref_len = {g: round_cycles(hw) + gshift[g] for g in groups}  # a round keeps its group this long
     free = {r: 0 for r in problem.resources()}
     refs: dict[str, list[int]] = {g: [] for g in groups}  # the REFs decode issues between tasks
     # every REF of a group, its own and its tasks', bounded over the group's channels (whose long
@@ -333,10 +338,10 @@ def _decode(
 
     def issue_ref(g: str, at: int) -> None:
         refs[g].append(at)
-        late[g].append(at + ref.span + rshift)  # per-bank: the round's last REFSB
+        late[g].append(at + ref.span + gshift[g])  # per-bank: the round's last REFSB
         early[g].append(at)
         last[g] = at
-        free[g] = at + ref_len
+        free[g] = at + ref_len[g]
 
     def earliest_credit(g: str) -> int:
         """The first cycle the group's next REF still earns credit (at most max_pulled_in ahead)."""
@@ -359,7 +364,7 @@ def _decode(
             first = late_rel[0] if n_min else dur  # the task's first stretch without a REF
             gap = ref.max_interval * ref.tREFI
             # idle gap before the task: refresh there, due or not, as far as credit goes
-            while free[g] + ref_len <= est and earliest_credit(g) <= free[g]:
+            while free[g] + ref_len[g] <= est and earliest_credit(g) <= free[g]:
                 issue_ref(g, free[g])
 
             def short(est: int) -> bool:
@@ -386,9 +391,9 @@ def _decode(
 
     def makespan() -> int:
         last_done = max((p.completion for p in placed.values()), default=0)
-        for rs in refs.values():
+        for g, rs in refs.items():
             if rs:
-                last_done = max(last_done, rs[-1] + ref_len)
+                last_done = max(last_done, rs[-1] + ref_len[g])
         return last_done
 
     if ref:
@@ -398,7 +403,7 @@ def _decode(
             if not pending:
                 break
             for g in pending:
-                issue_ref(g, max(free[g], refs[g][-1] + ref_len if refs[g] else 0, earliest_credit(g)))
+                issue_ref(g, max(free[g], refs[g][-1] + ref_len[g] if refs[g] else 0, earliest_credit(g)))
 
     # ---- streams ----------------------------------------------------------------------------------
     def channels_of(resource: str) -> list[int]:

@@ -26,8 +26,9 @@ from .refresh_points import refresh_round
 
 def round_shift(hw: Hardware) -> int:
     """The odd channel's delay of a refresh round between tasks (0 without a shared bus): the
-    smallest at which its refresh commands meet none of the even channel's on the row bus."""
-    if not hw.organization.shared_bus:
+    smallest at which its refresh commands meet none of the even channel's on the row bus (0 on
+    one channel: no pair)."""
+    if not hw.organization.shared_bus or hw.organization.channels < 2:
         return 0
     seq = refresh_round(hw, 0)
     cycles = np.array([ins.cycle for ins in seq], dtype=np.int64)

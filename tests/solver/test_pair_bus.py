@@ -79,3 +79,23 @@ def test_every_method_is_exact_bit_exact_and_stdcheck_clean(case, method):
     if case in LOCKSTEP:  # a GEMV's channels run one program: in lockstep, colliding on a shared bus
         assert _first_stamps(free.compiled.streams, 0) == _first_stamps(free.compiled.streams, 1)
         assert [v for v in check_log(free.sim.log, r.hardware) if v.rule.startswith("pair")]
+
+
+@pytest.mark.parametrize("channels, groups", [(1, 1), (3, 2), (5, 3)])
+@pytest.mark.parametrize("method", METHODS)
+def test_a_channel_without_its_partner_refreshes_unshifted(channels, groups, method):
+    """A shared-bus device with a channel that has no partner (one channel, or an odd count whose
+    last channel is a group of its own): its refresh rounds go unshifted, and the decoder knows it
+    (a regression: it added the odd channel's delay to every group's rounds, one channel
+    predicted a cycle more than it ran)."""
+    inst = Instance(
+        name=f"lone-{channels}",
+        program={"kind": "gemv", "n": 512, "k": 1024, "batch": 1},
+        hardware={"preset": "hbm3-pim", "set": [f"organization.channels={channels}"]},
+    )
+    r = run(inst, SolveOptions(method=method, time_limit=5.0, workers=1, groups=groups, functional=True, record=True))
+    assert r.hardware.organization.shared_bus
+    assert channels > 1 or any(r.compiled.refreshes.values())  # (one channel: its rounds end the program)
+    assert r.sim.cycles == r.compiled.predicted_cycles
+    assert r.bit_exact
+    assert [v for v in check_log(r.sim.log, r.hardware) if v.rule.startswith("pair")] == []
