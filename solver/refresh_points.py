@@ -128,7 +128,8 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     """`seq` with REF blocks about every tREFI if it runs longer than LONG_TASK_INTERVALS x tREFI;
     else `seq` itself."""
     trefi = hw.timing.p("tREFI")
-    if not seq or _estimate(hw, seq, LONG_TASK_INTERVALS * trefi // 2) < LONG_TASK_INTERVALS * trefi // 2:
+    short = LONG_TASK_INTERVALS * trefi // 2  # (an estimate below this: not long, not timed)
+    if not seq or _estimate(hw, seq, short) < short:
         return seq
     from .task_timing import time_task  # late: task_timing times sequences this module builds
 
@@ -193,18 +194,8 @@ def _placed(seq: list[Instruction], timing, trefi: int, block: int) -> list[Inst
     at, r = 0, 0
     for i in points:
         while r < len(rowcmds) and rowcmds[r] < i:
-            ins = seq[rowcmds[r]]
+            _track(open_rows, seq[rowcmds[r]])
             r += 1
-            if ins.op == "ACT":
-                mask, row = _field(ins, "mask"), _field(ins, "row")
-                for b in range(mask.bit_length()):
-                    if (mask >> b) & 1:
-                        open_rows[b] = row
-            else:
-                mask = _field(ins, "mask")
-                for b in list(open_rows):
-                    if (mask >> b) & 1:
-                        del open_rows[b]
         out.extend(seq[at:i])
         out.extend(_refresh_block(open_rows))
         at = i
@@ -240,18 +231,23 @@ def _placed_by_loop(seq: list[Instruction], timing, trefi: int, block: int, nb: 
             opens = [b for b in pending if ins.op == "ACT" and (_field(ins, "mask") >> b) & 1]
             out.extend(pending_refresh(pending, opens or pending[:1]))
         out.append(ins)
-        if ins.op == "ACT":
-            mask, row = _field(ins, "mask"), _field(ins, "row")
-            for b in range(mask.bit_length()):
-                if (mask >> b) & 1:
-                    open_rows[b] = row
-        elif ins.op == "PRE":
-            mask = _field(ins, "mask")
-            for b in list(open_rows):
-                if (mask >> b) & 1:
-                    del open_rows[b]
+        _track(open_rows, ins)
     out.extend(pending_refresh(pending, list(pending)))
     return out
+
+
+def _track(open_rows: dict[int, int], ins: Instruction) -> None:
+    """The banks' open rows (bank -> row) after `ins` (an ACT opens, a PRE closes; others: none)."""
+    if ins.op == "ACT":
+        mask, row = _field(ins, "mask"), _field(ins, "row")
+        for b in range(mask.bit_length()):
+            if (mask >> b) & 1:
+                open_rows[b] = row
+    elif ins.op == "PRE":
+        mask = _field(ins, "mask")
+        for b in list(open_rows):
+            if (mask >> b) & 1:
+                del open_rows[b]
 
 
 def pending_refresh(pending: list[int], banks: list[int]) -> list[Instruction]:
