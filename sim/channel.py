@@ -71,15 +71,20 @@ _check_layout()
     HWP_BUSREC,
     HWP_BUSY,
     HWP_ACTW,
-) = range(22)
-HWP_LEN = 22
+    HWP_WALK,
+) = range(23)
+HWP_LEN = 23
 # HWP_BUSY: records in `busy`, a partner's bus occupancy (the timing oracle's pair timing: the
 # channel's commands yield to it, hwmodel/bus.py); HWP_ACTW: cycles an ACT holds the row bus
+# HWP_WALK: 1 reads every timing row unit by unit (no LATEST shortcut; the tests compare the two)
 # stall reasons after the table rows (index R + k)
 R_SYNC, R_STAMP, R_GB, R_REFCREDIT, R_PAIRBUS = 0, 1, 2, 3, 4
 N_REASONS = 5
 
 NEG = -(1 << 50)
+# `last` holds, after the NCMD * NU per-unit times, LATEST values per command: the cycle of its
+# latest issue and the bank, bank-group and rank masks it touched (before any: NEG and all units)
+LATEST = 4
 DONE, BLOCKED, ERROR, FULL = 0, 1, 2, 3
 # FULL: the bus-occupancy buffer `occ` has no room for the next instruction's records (HWP_BUSREC
 # devices only); `call` drains it and runs on. Records: OCC_WIDTH int64s each (hwmodel/bus.py:
@@ -141,16 +146,41 @@ def _units(s, mask, gmask, rmask, nb, ng, nr, tz):
 
 @njit(inline=True)
 def _requirement(
-    c, mask, gmask, rmask, tz, hwp, last, ring, rhead, rows_start, rows_idx, prev, scope, lat, win, wbase, viol, t
+    c, mask, gmask, rmask, tz, hwp, last, ring, rhead, rows_start, rows_idx, prev, scope, lat, win, wbase, viol, t, fast
 ):
     """Earliest cycle the timing rows allow command c; binding row, unit, prev time. If t >= 0,
-    also mark in viol[k] every row that t violates."""
+    also mark in viol[k] every row that t violates.
+
+    fast: a row whose command p last issued on one of the units c touches is bound by that
+    latest issue (issues only move forward, so it is the latest on every unit; see LATEST), read
+    once instead of unit by unit. The earliest cycle and the binding row are the same either way;
+    the unit and prev time reported are those of the slow walk only (errors take it)."""
     nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
+    lp = NCMD * nu  # the LATEST records follow the per-unit times
     best, brow, bunit, bprev = NEG, -1, -1, NEG
     for j in range(rows_start[c], rows_start[c + 1]):
         k = rows_idx[j]
         p, L, w = prev[k], lat[k], win[k]
-        lo, m = _units(scope[k], mask, gmask, rmask, nb, ng, nr, tz)
+        s = scope[k]
+        if fast and w == 0:
+            q = lp + p * LATEST
+            if s == 3:
+                hit = True
+            elif s == 0:
+                hit = (mask & last[q + 1]) != 0
+            elif s == 1:
+                hit = (gmask & last[q + 2]) != 0
+            else:
+                hit = (rmask & last[q + 3]) != 0
+            if hit:
+                tp = last[q]
+                r = tp + L
+                if r > best:
+                    best, brow, bunit, bprev = r, k, -1, tp
+                if t >= 0 and r > t:
+                    viol[k] = 1
+                continue
+        lo, m = _units(s, mask, gmask, rmask, nb, ng, nr, tz)
         u = lo
         while m:
             if m & 1:
@@ -180,6 +210,8 @@ def _push(c, mask, gmask, rmask, tz, t, hwp, last, ring, rhead, prev, scope, win
                 last[c * nu + u] = t
             m >>= 1
             u += 1
+    q = NCMD * nu + c * LATEST
+    last[q], last[q + 1], last[q + 2], last[q + 3] = t, mask, gmask, rmask
     if wprev[c]:
         _push_windows(c, mask, gmask, rmask, tz, t, hwp, ring, rhead, prev, scope, win, wbase, wlo, whi)
 
@@ -397,6 +429,7 @@ def run_channel(
     busrec = hwp[HWP_BUSREC]
     occcap = occ.shape[0] // OCC_WIDTH
     nbusy, actw = hwp[HWP_BUSY], hwp[HWP_ACTW]
+    fast = hwp[HWP_WALK] == 0
     # the rows with a window (tFAW) are rows wlo..whi-1 or fewer (no array is made here: an
     # allocation, or a builtin such as max, links numba's numpy and builtin modules into the
     # kernel, and loading it from the cache would import them, ~0.1 s of start-up)
@@ -537,6 +570,7 @@ def run_channel(
             twbase,
             viol,
             -1,
+            fast,
         )
         gbneed = NEG
         if c == MAC:
@@ -563,8 +597,8 @@ def run_channel(
                 return _fail(err, E_BUS, t, -1, pos, -1, 1, t - st[ST_BUS], st[ST_BUS], 0)
             if t < st[ST_WAIT]:
                 return _fail(err, E_SYNC, t, -1, pos, -1, sync, t - (st[ST_WAIT] - sync), st[ST_WAIT], 0)
-            if t < req:
-                _requirement(
+            if t < req:  # (again unit by unit: the unit and time the error names)
+                _, brow, bunit, bprev = _requirement(
                     c,
                     mask,
                     gmask,
@@ -583,6 +617,7 @@ def run_channel(
                     twbase,
                     viol,
                     t,
+                    False,
                 )
                 b = bunit if bunit < nb else -1
                 return _fail(err, E_TIMING, t, b, pos, brow, tlat[brow], t - bprev, 0, 0)
@@ -644,6 +679,7 @@ def run_channel(
                         twbase,
                         viol,
                         -1,
+                        fast,
                     )
                     if r2 > nxt:
                         nxt, why = r2, br2
@@ -745,6 +781,13 @@ def run_channel(
 OCC_CHUNK = 1 << 12  # records the kernel buffers between drains
 
 
+def _fresh_last(nu: int) -> np.ndarray:
+    last = np.full(NCMD * nu + NCMD * LATEST, NEG, dtype=np.int64)
+    latest = last[NCMD * nu :].reshape(NCMD, LATEST)
+    latest[:, 1:] = -1  # (every unit: the first query of a row reads NEG, as the per-unit walk does)
+    return last
+
+
 def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray]:
     """Fresh arrays for one channel (see run_channel's arguments). `log`: LOG_DTYPE rows the kernel
     fills, one per command (None: no command log)."""
@@ -765,7 +808,7 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
         st=st,
         brefs=np.zeros(nb, dtype=i64),
         blastref=np.zeros(nb, dtype=i64),
-        last=np.full(NCMD * nu, NEG, dtype=i64),
+        last=_fresh_last(nu),
         ring=np.full(tab.ring_size, NEG, dtype=i64),
         rhead=np.zeros(max(R, 1) * nu, dtype=i64),
         openrow=np.full(nb, -1, dtype=i64),
