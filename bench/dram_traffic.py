@@ -8,7 +8,7 @@ unstamped stream of ACT, PRE, RD, WR and REF, one burst per RD/WR, `--writes` of
 writes. random: every access picks a bank at random and hits its open row with probability
 `--row-hits`, else closes it and opens a random row (PRE, ACT). sequential: bank after bank,
 the columns of a row in order, then the next row. A REF (after a PRE of every bank) comes
-every `tREFI / 4` accesses' worth of issue slots, so refresh never falls behind (an early REF
+every `tREFI / 4` commands (sequential: `tREFI / 8`), so refresh never falls behind (an early REF
 waits for its credit). The command count is approximate (within one access).
 """
 
@@ -41,7 +41,10 @@ def channel_traffic(
     org = hw.organization
     nb, rows, cols = org.banks_per_channel, org.rows, org.columns
     rng = np.random.default_rng(seed)
-    ref_every = ref_every or hw.timing.p("tREFI") // 4  # commands between two REFs
+    # commands between two REFs: random traffic issues about one command per 4 cycles; sequential
+    # traffic's row hits are column commands about tCCD_L apart with read/write turnarounds, so
+    # twice as many cycles per command (at tREFI / 4 it falls behind on refresh)
+    ref_every = ref_every or hw.timing.p("tREFI") // (8 if kind == "sequential" else 4)
     all_banks = (1 << nb) - 1
     pre_all, ref = Instruction("PRE", (all_banks,)), Instruction("REF", ())
     open_row = [-1] * nb
@@ -116,7 +119,12 @@ def main() -> None:
     ap.add_argument("--preset", default="hbm2-pim")
     ap.add_argument("--channels", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ref-every", type=int, default=None, help="commands between two REFs (default tREFI / 4)")
+    ap.add_argument(
+        "--ref-every",
+        type=int,
+        default=None,
+        help="commands between two REFs (default tREFI / 4, sequential tREFI / 8)",
+    )
     a = ap.parse_args()
     hw = load_hardware(a.preset)
     ss = traffic_streams(hw, a.kind, a.commands, a.writes, a.row_hits, a.channels, a.seed, a.ref_every)
