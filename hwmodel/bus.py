@@ -8,8 +8,10 @@ two commands on one bus may not overlap.
 
 A channel's occupancy is a list of *records*, arithmetic progressions in issue order (a sweep
 issued at a constant spacing is one record): rows of OCC_WIDTH int64s (see O_*):
-first cycle, step (0 for one command), number of commands, stream index of the instruction,
-command (index into hwmodel.model.COMMANDS). Records of one channel never overlap in time (one
+first cycle, step (0 for one command), number of commands, stream index of the instruction
+(the first one: the simulator's kernel makes one record of a run of whole instructions that
+continue one progression, sim/channel.py ST_OCCWHOLE), command (index into
+hwmodel.model.COMMANDS). Records of one channel never overlap in time (one
 command per cycle on a channel, in stream order). The simulator's kernel writes them (sim/channel.py)
 and checks pairs after the run; the decoder reads a task's records from the timing oracle's
 command log and staggers the pair's lockstep copies by the smallest shift without a collision

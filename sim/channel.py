@@ -97,10 +97,28 @@ OCC_WIDTH = 5
 # Refresh is counted per bank, outside st: brefs[b] refreshes of bank b (a REF counts for every
 # bank, a REFSB for its own), blastref[b] the cycle of its last one (0 before the first: the
 # program starts refreshed).
-ST_POS, ST_BUS, ST_PREV, ST_MAXDONE, ST_WAIT, ST_LOG, ST_BLOCK, ST_BASE, ST_OPEN, ST_NOCC, ST_BUSYR, ST_BUSYC = range(
-    12
-)
-ST_LEN = 12  # ST_BUSYR / ST_BUSYC: the first record of `busy` on the row / column bus not yet behind
+(
+    ST_POS,
+    ST_BUS,
+    ST_PREV,
+    ST_MAXDONE,
+    ST_WAIT,
+    ST_LOG,
+    ST_BLOCK,
+    ST_BASE,
+    ST_OPEN,
+    ST_NOCC,
+    ST_BUSYR,
+    ST_BUSYC,
+    ST_OCCWHOLE,
+    ST_OCCLAST,
+) = range(14)
+ST_LEN = 14  # ST_BUSYR / ST_BUSYC: the first record of `busy` on the row / column bus not yet behind
+# ST_OCCWHOLE: 1 if the buffer's last record holds whole instructions (from the first command of
+# its instruction O_INSTR to the last of ST_OCCLAST, the ones between in stream order). The next
+# instruction, if it is ST_OCCLAST + 1, of the same command and its sweep continues the record's
+# progression, joins it (a MAC every 4 cycles over many one-MAC instructions is one record); a
+# collision's instruction is then found by counting commands from O_INSTR (sim/pairs.py).
 # error codes
 (
     E_NONE,
@@ -355,6 +373,24 @@ def _occ_put(occ, st, t0, step, n, instr, c):
     j = st[ST_NOCC] * OCC_WIDTH
     occ[j], occ[j + 1], occ[j + 2], occ[j + 3], occ[j + 4] = t0, step, n, instr, c
     st[ST_NOCC] += 1
+
+
+@njit(inline=True)
+def _occ_record(occ, st, t0, step, n, instr, c, whole):
+    """The last record of an instruction: joined to the buffer's last record where that holds
+    whole instructions up to this one's predecessor and the progression goes on (ST_OCCWHOLE),
+    else appended. whole: the record starts at the instruction's first command."""
+    j = (st[ST_NOCC] - 1) * OCC_WIDTH
+    if whole and j >= 0 and st[ST_OCCWHOLE] and st[ST_OCCLAST] == instr - 1 and occ[j + 4] == c:
+        a0, sa, na = occ[j], occ[j + 1], occ[j + 2]
+        s = sa if na > 1 else t0 - a0
+        if s > 0 and t0 == a0 + na * s and (n == 1 or step == s):
+            occ[j + 1], occ[j + 2] = s, na + n
+            st[ST_OCCLAST] = instr
+            return
+    _occ_put(occ, st, t0, step, n, instr, c)
+    st[ST_OCCWHOLE] = 1 if whole else 0
+    st[ST_OCCLAST] = instr
 
 
 @njit(inline=True)
@@ -713,7 +749,7 @@ def run_channel(
                     lcol[i] = -1
                 st[ST_LOG] = i + 1
         if busrec:
-            _occ_put(occ, st, r0, rstep, rn, ibase + pos, c)
+            _occ_record(occ, st, r0, rstep, rn, ibase + pos, c, r0 == t)
         if not self_win[c]:
             _push(c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wlo, whi)
         # ---- state and statistics -----------------------------------------------------------

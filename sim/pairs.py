@@ -23,8 +23,10 @@ import numpy as np
 
 from hwmodel import bus
 from hwmodel.model import COMMANDS, Hardware
+from hwmodel.table import encode_stream
 
 from . import channel as K
+from .encode import C_N
 from .errors import SimulationError, instruction_text
 
 _FAR = 1 << 62
@@ -111,7 +113,7 @@ class PairCheck:
         cmd0, cmd1 = COMMANDS[int(r0[bus.O_CMD])], COMMANDS[int(r1[bus.O_CMD])]
         row = bool(bus.ROW_BUS[int(r0[bus.O_CMD])])
         which = "row" if row else "column"
-        i0, i1 = int(r0[bus.O_INSTR]), int(r1[bus.O_INSTR])
+        i0, i1 = self._instruction(c0, r0, t0), self._instruction(c1, r1, t1)
         held = f"cycles {t0}-{t0 + act_w - 1}" if cmd0 == "ACT" and act_w > 1 else f"cycle {t0}"
         err = SimulationError(
             "bus",
@@ -126,6 +128,19 @@ class PairCheck:
         )
         err.partner = (c0, i0)
         return err
+
+    def _instruction(self, c: int, r: np.ndarray, t: int) -> int:
+        """The instruction of channel c whose command at cycle t is in record r: counted from the
+        record's first instruction (a record may hold several whole instructions in a row, see
+        sim/channel.py ST_OCCWHOLE; the part of a sweep split by its spacing names its own)."""
+        i, step = int(r[bus.O_INSTR]), int(r[bus.O_STEP])
+        x = (t - int(r[bus.O_T0])) // step if step else 0
+        stream = self.channels[c]
+        while True:
+            n = int(encode_stream(self.hw, [stream[i]])[0, C_N])
+            if x < n:
+                return i
+            x, i = x - n, i + 1
 
 
 def _keep(r: np.ndarray, T: int, act_w: int) -> np.ndarray:

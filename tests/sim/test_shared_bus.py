@@ -14,8 +14,10 @@ from simgen import streams
 import sim.channel as K
 from hwmodel import load_hardware
 from hwmodel.isa import make
+from hwmodel.table import encode_stream
 from sim import SimulationError, simulate
 from sim.stdcheck import CheckOptions, check_log
+from sim.timing import compile_tables
 
 T = 200
 
@@ -137,6 +139,31 @@ def test_sweeps_interleave_and_collide_as_progressions(hw):
     with pytest.raises(SimulationError) as e:
         _run(hw, chan(T, late), chan(T + (n - 1) * step, late + n * step, 3), record=False)
     assert e.value.cycle == T + (n - 1) * step and e.value.stream == 1 and "column" in str(e.value)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 5])
+def test_a_run_of_one_mac_instructions_is_one_record_and_names_its_colliding_instruction(hw, k):
+    """A sweep of two MACs and the one-MAC instructions after it at the same spacing are one
+    bus-occupancy record; a partner's RD on its element k names the instruction issuing it."""
+    step, n = hw.mac_interval, 6
+    late = T + 4 * n * step
+    ch0 = [make("ACT", cycle=20, mask=1, row=1), make("WRGB", cycle=30, gb=0, count=n, src=0, offset=0)]
+    ch0.append(make("MAC", cycle=T, mask=1, col=0, count=2, gb=0, acc=0))
+    ch0 += [make("MAC", cycle=T + i * step, mask=1, col=i, count=1, gb=i, acc=0) for i in range(2, n)]
+    ch0.append(_pre(late))
+    tab = compile_tables(hw)
+    st = K.new_state(tab, len(ch0), None)
+    rows = encode_stream(hw, ch0)
+    assert K.call(tab, np.ascontiguousarray(rows.reshape(-1)), st, np.full(1, -1, dtype=np.int64)) == K.DONE
+    occ = K.occupancy(st)
+    assert occ[:, 4].tolist() == [K.ACT, K.WRGB, K.MAC, K.PRE]  # the MACs: one record
+    assert occ[2, :3].tolist() == [T, step, n]
+    ch1 = [make("ACT", cycle=40, mask=1, row=1), _rd(T + k * step), _pre(late + 5)]
+    with pytest.raises(SimulationError) as e:
+        _run(hw, ch0, ch1, record=False)
+    want = 2 + max(0, k - 1)
+    assert e.value.cycle == T + k * step and e.value.stream == 1 and e.value.partner == (0, want)
+    assert f"channel 0 instr {want} `@{ch0[want].cycle} MAC" in str(e.value)
 
 
 def test_occupancy_buffer_drains_and_grows(hw, monkeypatch):
