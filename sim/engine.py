@@ -24,7 +24,7 @@ from .encode import C_BANK, C_N, C_OP, C_STAMP, C_SYM, OP_SIG, OP_WAIT, OPCODES,
 from .errors import SimulationError
 from .host import HostRunner
 from .pairs import PairCheck
-from .records import record_rows_ops
+from .records import ops_and_symbols, record_rows_ops
 from .result import LOG_DTYPE
 from .timing import TimingTables, compile_tables
 
@@ -246,6 +246,10 @@ class _Feed:
                 self.stream if whole else self.stream[start : start + self.slice_len]
             )  # (a LazyStream slice: built now)
             t = encode_stream(self.hw, part)
+        top = None  # the largest symbol index (None: not scanned)
+        if present < 0 or self.n_symbols is not None:
+            found, top = ops_and_symbols(t)
+            present = found if present < 0 else present
         if present & (1 << OP_SIG | 1 << OP_WAIT):  # (no SIG or WAIT: nothing to densify or refuse)
             sync = sync_rows(t)
             if len(sync):
@@ -253,7 +257,7 @@ class _Feed:
                 refuse_sync_stamps(t, self.stream, self.ch, start, sync)
         if present & (1 << OPCODES["RDACC"]):
             refuse_unit_alias(self.hw, t, self.stream, self.ch, start)
-        if self.n_symbols is not None and len(t) and int(t[:, C_SYM].max()) >= self.n_symbols:
+        if self.n_symbols is not None and top >= self.n_symbols:
             bad = np.flatnonzero(t[:, C_SYM] >= self.n_symbols)
             if len(bad):
                 i = int(bad[0])

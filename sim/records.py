@@ -13,7 +13,7 @@ from hwmodel.isa import ISA
 from hwmodel.isa_codec import MAX_FIELDS, RECORD_DTYPE, layout_arrays
 from hwmodel.model import Hardware
 from hwmodel.record_stream import RecordStream
-from hwmodel.table import BASE_ROW, C_CNT, C_MASK, C_N, C_STAMP, FIELD_COLUMNS, OPCODES, RDACC, REF, WIDTH
+from hwmodel.table import BASE_ROW, C_CNT, C_MASK, C_N, C_OP, C_STAMP, C_SYM, FIELD_COLUMNS, OPCODES, RDACC, REF, WIDTH
 
 from .jit import njit
 
@@ -104,3 +104,24 @@ def record_rows_ops(
         table,
     )
     return table, int(present)
+
+
+@njit
+def _scan(table, c_op, c_sym):  # pragma: no cover - compiled
+    present, top = np.int64(0), np.int64(-1)
+    for k in range(table.shape[0]):
+        op = table[k, c_op]
+        if 0 <= op < 63:  # (an opcode out of range is the kernel's to report)
+            present |= np.int64(1) << op
+        if table[k, c_sym] > top:
+            top = table[k, c_sym]
+    return present, top
+
+
+def ops_and_symbols(table: np.ndarray) -> tuple[int, int]:
+    """(bitmask of the table opcodes present, the largest symbol index or -1) of a slice's rows,
+    in one compiled pass (the checks that refuse a slice look only for what is in it)."""
+    if len(table) == 0:
+        return 0, -1
+    present, top = _scan(table, np.int64(C_OP), np.int64(C_SYM))
+    return int(present), int(top)
