@@ -81,3 +81,22 @@ def test_narrow_link_what_if_is_slower_and_still_exact():
     assert narrow["violations"] == 0 and narrow["outputs_match"] is True
     assert narrow["simulated_cycles"] == narrow["objective_cycles"]
     assert narrow["simulated_cycles"] > base["simulated_cycles"]
+
+
+def test_lowering_collects_young_objects_only_and_restores_the_collector(monkeypatch):
+    """lower_program relaxes the cyclic collector while it runs (pipeline.young_gc_only) and
+    gives the caller's thresholds back, also when lowering fails."""
+    import gc
+
+    from pimsat import pipeline
+
+    seen = []
+    monkeypatch.setattr(pipeline, "warm", lambda *a: seen.append(gc.get_threshold()))
+    before = gc.get_threshold()
+    inst = load_instance(Path("instances/fpga/gemv-64x128-fpga.yaml"))
+    pipeline.lower_program(inst.build_hardware([]), inst.build_program(), 1)
+    assert seen and seen[0][2] > 10 * before[2] and gc.get_threshold() == before
+    monkeypatch.setattr(pipeline, "lower", lambda *a: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        pipeline.lower_program(inst.build_hardware([]), inst.build_program(), 1)
+    assert gc.get_threshold() == before
