@@ -418,9 +418,10 @@ class MVEmitter:
                     if not resident[si]:
                         rows.flush()
                         block = self._wrgb(ci, slot, g, c, half if t.double_buffer and overlap else 0)
-                        j = first_act_after(hw, len(block))
-                        if overlap and prev_step is None and j < len(block) and open_rows.get(lay.sel(seg)) != seg:
-                            # the first row opens while the buffer fills (first_act_after)
+                        # the first row opens while the buffer fills (first_act_after: a table
+                        # lookup, so only for the task's first step of the overlap style)
+                        j = first_act_after(hw, len(block)) if overlap and prev_step is None else len(block)
+                        if j < len(block) and open_rows.get(lay.sel(seg)) != seg:
                             seq.extend(block[:j])
                             open_segment(seg)
                             seq.extend(block[j:])
