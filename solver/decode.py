@@ -322,6 +322,9 @@ def _decode(
         g: rshift if any(c % 2 and c - 1 in groups[g].channels for c in groups[g].channels) else 0 for g in groups
     }
     ref_len = {g: round_cycles(hw) + gshift[g] for g in groups}  # a round keeps its group this long
+    # a round issued at cycle `at` has refreshed every bank of every channel of its group only at
+    # at + ref_lands[g]: its last REFSB (per-bank) on the pair's odd channel, which goes gshift later
+    ref_lands = {g: (ref.span if ref else 0) + gshift[g] for g in groups}
     free = {r: 0 for r in problem.resources()}
     refs: dict[str, list[int]] = {g: [] for g in groups}  # the REFs decode issues between tasks
     # every REF of a group, its own and its tasks', bounded over the group's channels (whose long
@@ -338,7 +341,7 @@ def _decode(
 
     def issue_ref(g: str, at: int) -> None:
         refs[g].append(at)
-        late[g].append(at + ref.span + gshift[g])  # per-bank: the round's last REFSB
+        late[g].append(at + ref_lands[g])  # per-bank: the round's last REFSB
         early[g].append(at)
         last[g] = at
         free[g] = at + ref_len[g]
@@ -372,7 +375,10 @@ def _decode(
                 n = len(late[g])
                 if any(est + r >= (n + k + 1 + ref.max_postponed) * ref.tREFI for k, r in enumerate(late_rel)):
                     return True
-                if (est + dur) // ref.tREFI - (n + n_min) > ref.max_postponed:
+                # ... or end owing so many that the round after it (at est + dur at the earliest)
+                # lands on some channel after the next one falls due (a pair's odd channel, the
+                # last REFSB of a per-bank round)
+                if (est + dur + ref_lands[g]) // ref.tREFI - (n + n_min) > ref.max_postponed:
                     return True
                 return est + first - last[g] > gap
 

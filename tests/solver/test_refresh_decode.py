@@ -116,3 +116,54 @@ def test_a_refresh_round_is_legal_and_as_long_as_the_decoder_counts(preset):
         assert len(rnd) == nb and sorted(i.args[0] for i in rnd) == list(range(nb))
         assert int(r.times(0).issue[nb - 1]) - at == round_span(hw)
         assert round_span(hw) + t.p("tRFCSB") < t.p("tRFC")
+
+
+@pytest.mark.parametrize("mode", ["all_bank", "per_bank"])
+def test_the_round_after_a_task_lands_before_the_next_refresh_falls_due(mode):
+    """A group's round after a task goes at the task's end at the earliest, and lands on every
+    channel only ref_lands later: the pair's odd channel refreshes round_shift after the even one
+    (shared command bus), a per-bank round's last REFSB round_span after its first. A task that
+    ended owing the most allowed less than that before the next REF fell due left the odd
+    channel owing one more (regression: the b16 full Llama-2-7B's cpsat program on hbm2-pim x64,
+    a task ending at 24,928,799 = 6,392 x tREFI - 1 owing 8, channel 31's REF at 24,928,800
+    owing 9). Here one GEMV task on a pair of hbm2-pim pseudo-channels ends `lands` - 1 cycles
+    before the tick at which it would owe max_postponed + 1 (tREFI and max_postponed chosen from
+    its duration; shorter than 4 x tREFI, so it carries no REFs and times alike at any tREFI)."""
+    from solver.pair_bus import round_shift
+    from solver.refresh_points import round_span
+
+    def instance(trefi: int | None = None) -> Instance:
+        sets = ["organization.channels=2", f"timing.refresh_mode={mode}"]
+        return Instance(
+            name=f"tick-{mode}",
+            program={"kind": "gemv", "n": 256, "k": 512},
+            hardware={"preset": "hbm2-pim", "set": sets + ([f"timing.params.tREFI={trefi}"] if trefi else [])},
+        )
+
+    opts = SolveOptions(method="greedy", time_limit=5.0, workers=1, functional=True, record=True)
+
+    def group_tasks(r) -> list[int]:
+        """The durations of the chosen modes' tasks on channel groups."""
+        modes = [m for j in r.problem.jobs for m in j.modes if m.name == r.solution.modes[j.name]]
+        return [t.duration for m in modes for t in m.tasks if t.resource != "host"]
+
+    first = run(instance(), opts)
+    (d,) = group_tasks(first)
+    hw = first.hardware
+    lands = round_span(hw) + round_shift(hw)
+    assert lands == (121 if mode == "per_bank" else 1)  # hbm2-pim: shift 1, 15 x tRREFD 8
+    # the tick (max_postponed + 1) x tREFI at d + 1 + off, off < lands: as late as it can go
+    tick, maxp = next(
+        ((d + 1 + off, m) for off in range(lands - 1, -1, -1) for m in (3, 2, 1) if (d + 1 + off) % (m + 1) == 0),
+        (d + lands, 0),
+    )
+    inst = instance(tick // (maxp + 1))
+    hw = inst.build_hardware([])
+    hw = hw.model_copy(update={"timing": hw.timing.model_copy(update={"max_postponed_refresh": maxp})})
+    trefi = hw.timing.p("tREFI")
+    assert maxp * trefi <= d < 4 * trefi and 0 < tick - d <= lands
+    r = run(inst, opts, hardware=hw)  # the simulator refused it: "more than max_postponed_refresh ... owed"
+    assert group_tasks(r) == [d]
+    assert r.sim.cycles == r.compiled.predicted_cycles and r.bit_exact
+    assert r.compiled.refreshes["g0"][0] == 0  # the decoder refreshed before the task instead
+    assert check_log(r.sim.log, r.hardware) == []
