@@ -135,12 +135,11 @@ class PairCheck:
         sim/channel.py ST_OCCWHOLE; the part of a sweep split by its spacing names its own)."""
         i, step = int(r[bus.O_INSTR]), int(r[bus.O_STEP])
         x = (t - int(r[bus.O_T0])) // step if step else 0
-        stream = self.channels[c]
-        while True:
-            n = int(encode_stream(self.hw, [stream[i]])[0, C_N])
-            if x < n:
-                return i
-            x, i = x - n, i + 1
+        if x == 0:
+            return i
+        # every instruction issues at least one command: the one wanted is among the next x + 1
+        counts = encode_stream(self.hw, list(self.channels[c][i : i + x + 1]))[:, C_N]
+        return i + int(np.searchsorted(np.cumsum(counts), x, side="right"))
 
 
 def _keep(r: np.ndarray, T: int, act_w: int) -> np.ndarray:
