@@ -83,8 +83,14 @@ N_REASONS = 5
 
 NEG = -(1 << 50)
 # `last` holds, after the NCMD * NU per-unit times, LATEST values per command: the cycle of its
-# latest issue and the bank, bank-group and rank masks it touched (before any: NEG and all units)
-LATEST = 4
+# latest issue, the bank, bank-group and rank masks it touched (before any: NEG and all units),
+# and a flag: 1 while the per-unit times of those units lag that cycle. A run of one command on
+# the same banks (a MAC after a MAC, one burst each) updates only the cycle; the per-unit times
+# are written (`_settle`) when the command next goes to other banks, or before an error's
+# unit-by-unit walk. Until then no read needs them: a row whose previous command is this one is
+# read from the latest issue when the reader shares a unit with the run, else from units the run
+# did not touch.
+LATEST = 5
 DONE, BLOCKED, ERROR, FULL = 0, 1, 2, 3
 # FULL: the bus-occupancy buffer `occ` has no room for the next instruction's records (HWP_BUSREC
 # devices only); `call` drains it and runs on. Records: OCC_WIDTH int64s each (hwmodel/bus.py:
@@ -232,6 +238,32 @@ def _push(c, mask, gmask, rmask, tz, t, hwp, last, ring, rhead, prev, scope, win
     last[q], last[q + 1], last[q + 2], last[q + 3] = t, mask, gmask, rmask
     if wprev[c]:
         _push_windows(c, mask, gmask, rmask, tz, t, hwp, ring, rhead, prev, scope, win, wbase, wlo, whi)
+
+
+@njit(inline=True)
+def _settle(c, hwp, last):
+    """Write command c's latest issue into the per-unit times of the units it touched (LATEST)."""
+    nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
+    q = NCMD * nu + c * LATEST
+    t, mask, gmask, rmask = last[q], last[q + 1], last[q + 2], last[q + 3]
+    tz = (_lowest(mask) if mask else 0) | (_lowest(gmask) << 8 if gmask else 0) | (_lowest(rmask) << 16 if rmask else 0)
+    for s in range(4):
+        lo, m = _units(s, mask, gmask, rmask, nb, ng, nr, tz)
+        u = lo
+        while m:
+            if m & 1:
+                last[c * nu + u] = t
+            m >>= 1
+            u += 1
+    last[q + 4] = 0
+
+
+@njit
+def _settle_all(hwp, last):
+    nu = hwp[HWP_NU]
+    for c in range(NCMD):
+        if last[NCMD * nu + c * LATEST + 4]:
+            _settle(c, hwp, last)
 
 
 @njit
@@ -466,6 +498,7 @@ def run_channel(
     occcap = occ.shape[0] // OCC_WIDTH
     nbusy, actw = hwp[HWP_BUSY], hwp[HWP_ACTW]
     fast = hwp[HWP_WALK] == 0
+    lu = NCMD * hwp[HWP_NU]  # where the LATEST records start in `last`
     # the rows with a window (tFAW) are rows wlo..whi-1 or fewer (no array is made here: an
     # allocation, or a builtin such as max, links numba's numpy and builtin modules into the
     # kernel, and loading it from the cache would import them, ~0.1 s of start-up)
@@ -634,6 +667,7 @@ def run_channel(
             if t < st[ST_WAIT]:
                 return _fail(err, E_SYNC, t, -1, pos, -1, sync, t - (st[ST_WAIT] - sync), st[ST_WAIT], 0)
             if t < req:  # (again unit by unit: the unit and time the error names)
+                _settle_all(hwp, last)
                 _, brow, bunit, bprev = _requirement(
                     c,
                     mask,
@@ -751,7 +785,15 @@ def run_channel(
         if busrec:
             _occ_record(occ, st, r0, rstep, rn, ibase + pos, c, r0 == t)
         if not self_win[c]:
-            _push(c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wlo, whi)
+            q = lu + c * LATEST
+            if fast and last[q + 1] == mask and last[q + 2] == gmask and last[q + 3] == rmask and wprev[c] == 0:
+                last[q], last[q + 4] = tk, 1  # the same units again: the per-unit times wait (LATEST)
+            else:
+                if last[q + 4]:
+                    _settle(c, hwp, last)
+                _push(
+                    c, mask, gmask, rmask, tz, tk, hwp, last, ring, rhead, tprev, tscope, twin, twbase, wprev, wlo, whi
+                )
         # ---- state and statistics -----------------------------------------------------------
         counts[c] += ncmd
         if c == RD or c == WR or c == MAC:
@@ -820,7 +862,8 @@ OCC_CHUNK = 1 << 12  # records the kernel buffers between drains
 def _fresh_last(nu: int) -> np.ndarray:
     last = np.full(NCMD * nu + NCMD * LATEST, NEG, dtype=np.int64)
     latest = last[NCMD * nu :].reshape(NCMD, LATEST)
-    latest[:, 1:] = -1  # (every unit: the first query of a row reads NEG, as the per-unit walk does)
+    latest[:, 1:4] = -1  # (every unit: the first query of a row reads NEG, as the per-unit walk does)
+    latest[:, 4] = 0
     return last
 
 

@@ -1,6 +1,8 @@
 """The kernel's LATEST shortcut (a timing row read once from the previous command's latest issue
-when that issue touched one of the units of the command at hand) against the unit-by-unit walk
-(HWP_WALK): every issue time, stall and error the same on random legal and illegal streams."""
+when that issue touched one of the units of the command at hand), and the per-unit times it lets
+a run of one command on the same banks defer, against the unit-by-unit walk (HWP_WALK, which
+defers nothing): every issue time, stall and error the same on random legal and illegal
+streams."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from sim import channel as K
 from sim.timing import compile_tables
 
 HW = {p: load_hardware(p, ["organization.channels=1"]) for p in ("hbm2-pim", "gddr6-aim", "hbm3-pim")}
+REPEATABLE = ("RD", "WR", "MAC", "WRGB", "RDACC", "PRE")
 COMPARED = ("issue", "lastc", "done", "stall", "counts", "openrow", "gbready", "brefs", "err", "viol")
 
 
@@ -26,6 +29,9 @@ def _stream(hw, draw):
     open_banks: set[int] = set()
     out = []
     for _ in range(draw(st.integers(5, 60))):
+        if out and out[-1].op in REPEATABLE and draw(st.integers(0, 2)) == 0:
+            out.append(out[-1])  # a run of one command on the same banks (its per-unit times deferred)
+            continue
         kind = draw(st.sampled_from(["ACT", "PRE", "RD", "WR", "MAC", "WRGB", "RDACC", "REF"]))
         # a mask of banks, at most one per PIM unit (MAC's rule), drawn from a small set of
         # shapes so that later commands often share units with earlier ones (and often not)
@@ -103,3 +109,42 @@ def test_a_command_on_other_banks_than_the_latest_issue_is_timed_from_its_own_ba
     s = _run(hw, encode_stream(hw, stream), 0)
     assert s["status"][0] == K.DONE
     assert trcd < 201 and s["issue"][2] == 201  # the bus, not 200 + tRCD
+
+
+def _reads_then_pre(pre_stamp, other_bank: bool):
+    """ACT banks 0 and 8; RD bank 0 at 40, then two more (a run: their per-unit times deferred);
+    RD bank 8 if `other_bank` (RD's latest issue moves to other banks); PRE bank 0."""
+    stream = [make("ACT", 0, mask=1, row=0), make("ACT", 10, mask=1 << 8, row=0)]
+    stream += [make("RD", 40 if i == 0 else None, bank=0, col=i, count=1, dst=0, offset=0) for i in range(3)]
+    if other_bank:
+        stream.append(make("RD", None, bank=8, col=0, count=1, dst=0, offset=0))
+    stream.append(make("PRE", pre_stamp, mask=1))
+    return stream
+
+
+def test_a_run_s_deferred_times_are_written_when_the_command_moves_to_other_banks():
+    """RD bank 0 at 40, 44, 48 (tCCD_L 4), RD bank 8 at 50 (tCCD_S): the PRE of bank 0 reads
+    bank 0's own RD time (RD's latest touched bank 8 only), which must be 48, not the run's
+    first 40: PRE at 48 + tRTP = 53, not the bus's 51."""
+    hw = HW["hbm2-pim"]
+    t = hw.timing
+    assert (t.p("tCCD_L"), t.p("tCCD_S"), t.p("tRTP")) == (4, 2, 5)  # (the cycles below)
+    rows = encode_stream(hw, _reads_then_pre(None, True))
+    fast, walk = _run(hw, rows, 0), _run(hw, rows, 1)
+    assert fast["status"][0] == K.DONE
+    assert list(fast["issue"][2:]) == [40, 44, 48, 50, 53]
+    for k in COMPARED:
+        assert np.array_equal(fast[k], walk[k]), k
+
+
+def test_an_error_inside_a_run_names_the_run_s_latest_issue():
+    """PRE bank 0 stamped at 52 after RDs at 40, 44, 48: tRTP (5) violated by one cycle, and the
+    error names the RD at 48 (actual gap 4), as the walk does, not the run's first."""
+    hw = HW["hbm2-pim"]
+    rows = encode_stream(hw, _reads_then_pre(52, False))
+    fast, walk = _run(hw, rows, 0), _run(hw, rows, 1)
+    assert fast["status"][0] == K.ERROR
+    err = fast["err"]
+    assert err[K.ERR_CODE] == K.E_TIMING and (err[K.ERR_NEEDED], err[K.ERR_ACTUAL]) == (5, 4)
+    for k in COMPARED:
+        assert np.array_equal(fast[k], walk[k]), k
