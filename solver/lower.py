@@ -53,6 +53,26 @@ class LowerOptions:
         object.__setattr__(self, "style", Style(self.style))  # accept the value's string too
 
 
+@dataclass(frozen=True)
+class ChannelPart:
+    """The tilings one lowering worker times (solver/lower_parallel.py): those over a channel
+    count in `counts`, or with `others` over any other count. The parts of one op split its
+    candidates between processes; whatever none of them times, the serial pass times."""
+
+    counts: frozenset[int]
+    others: bool = False
+
+    def covers(self, channels: int) -> bool:
+        return (channels in self.counts) != self.others
+
+
+class OtherPart(TooBig):
+    """A tiling another worker's part times: not a candidate here (only raised in a worker)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
 @dataclass
 class Lowering:
     hw: Hardware
@@ -135,6 +155,7 @@ class Lowerer:
         # by another lowering is not emitted here)
         self._split_used: dict[tuple, bool] = {} if shared is None else shared.split_used
         self._keys: dict[int, tuple] = {}  # id(tiling) -> (tiling, structure_key, {ci: signature})
+        self._part: ChannelPart | None = None  # (a worker's: build(part=...))
 
     def _key(self, kind: str, style: str, t: Tiling, ci: int) -> tuple:
         """StructureTimings.key, its parts computed once per tiling and channel."""
@@ -193,6 +214,8 @@ class Lowerer:
     def mv_timing(self, shape: MVShape, channels: tuple[int, ...], style: str, kind: str) -> tuple[TaskTiming, Layout]:
         """The tiling of `shape` over `channels` (its timed choices made on first use) and the
         timing of its slowest channel."""
+        if self._part is not None and not self._part.covers(len(channels)):
+            raise OtherPart()
         tiling = self.lowering.tiling(shape, channels, style, TilingKind.MV if kind == "mv" else TilingKind.HOSTGEMV)
         layout = Layout(self.hw, tiling)
         if layout.rows_per_bank > self.hw.organization.rows:
@@ -428,9 +451,13 @@ class Lowerer:
             "host", tuple(tasks) + (hop,), tuple(edges), (hop.name,), hop.name, usage, ModePayload((tiling,), roles)
         )
 
-    def build(self, only: frozenset[str] | None = None) -> tuple[SchedulingProblem, Lowering] | None:
+    def build(
+        self, only: frozenset[str] | None = None, part: ChannelPart | None = None
+    ) -> tuple[SchedulingProblem, Lowering] | None:
         """The problem and its lowering. `only`: lower just these ops (their tasks timed into the
-        shared store, solver/lower_parallel.py) and return None."""
+        shared store, solver/lower_parallel.py) and return None; `part`: with `only`, time just
+        the tilings over these channel counts."""
+        self._part = part if only is not None else None
         p = self.p
         index = {op.name: i for i, op in enumerate(p.ops)}
         producers = p.producers()

@@ -5,7 +5,11 @@ PIM op shape (solver/lower.py: vector groups x split MAC runs x buffering x chan
 host splits); repeated layers are cache hits. Those timings are pure functions of the hardware
 and the task structure, so the distinct shapes can be timed in separate processes, each a
 lowering restricted to its ops (`Lowerer.build(only=...)`), and the results merged into the
-TimingStore the real (serial) lowering then reads. The serial pass makes every choice itself,
+TimingStore the real (serial) lowering then reads. One shape can outweigh all the others (a
+large vocabulary's LM head: 141 of the 213 s of Llama-3-8B's timings on hbm2-pim x128), so each
+shape is split further by the channel count of its tilings (`ChannelPart`: the tilings over
+all groups, with the split and host modes built on them; over each smaller subset size), and
+the parts, most work first, go to whichever process is free. The serial pass makes every choice itself,
 in the same order, from the same timings: the lowered problem is the same whatever the number
 of processes, and a process that fails only leaves its timings for the serial pass to compute.
 
@@ -25,6 +29,7 @@ from hwmodel.cores import available_cores
 from ir import OpKind, Program
 
 from .fusion import fusion_groups
+from .lower import ChannelPart, LowerOptions, group_subsets, make_groups
 from .mvshape import fused_shape, mv_shape
 from .task_timing import TaskTiming, TimingCache, TimingStore
 
@@ -59,18 +64,56 @@ def roots(program: Program) -> list[Root]:
     return sorted(seen.values(), key=lambda r: (-r.work, r.op))
 
 
+@dataclass(frozen=True)
+class Unit:
+    """One worker's share of a root: its tilings over the channel counts of `part` (None: all)."""
+
+    op: str
+    part: ChannelPart | None
+    work: int  # an estimate, for the order only
+
+
+# the full tilings' part also times the host and split modes and the naive alternative; a
+# subset's tilings are emitted over proportionally more rows per channel
+FULL_PART_WEIGHT = 3
+
+
+def units(hw: Hardware, program: Program, options: tuple[LowerOptions, ...]) -> list[Unit]:
+    """The roots split by the channel counts of their candidate tilings, most (estimated) work first."""
+    counts = set()
+    for opt in options:
+        groups = make_groups(hw, opt.groups, hw.organization.rows)
+        counts |= {sum(len(groups[i].channels) for i in s) for s in group_subsets(groups, opt.subsets)}
+    out = []
+    for r in roots(program):
+        if len(counts) < 2:
+            out.append(Unit(r.op, None, r.work))
+            continue
+        full = max(counts)
+        smaller = frozenset(counts - {full})
+        out.append(Unit(r.op, ChannelPart(smaller, others=True), r.work * FULL_PART_WEIGHT))
+        out += [Unit(r.op, ChannelPart(frozenset({n})), r.work * full // n) for n in sorted(smaller)]
+    return sorted(out, key=lambda u: (-u.work, u.op, sorted(u.part.counts) if u.part else ()))
+
+
 # what a forked worker reads (set in the parent before the pool forks: nothing is pickled in)
 _JOB: tuple[Hardware, Program, tuple] | None = None
 
 
-def _time_root(op: str) -> tuple[dict[tuple, TaskTiming], dict[tuple, bool], dict[tuple, tuple | None]]:
-    """In a worker: lower `op` alone in every style, return the timings its lowering made."""
-    from .lower import Lowerer
+def _time_root(
+    op: str, part: ChannelPart | None = None
+) -> tuple[dict[tuple, TaskTiming], dict[tuple, bool], dict[tuple, tuple | None]]:
+    """In a worker: lower `op` alone in every style (its tilings of `part`), return the timings
+    its lowering made."""
+    from .lower import Lowerer, LoweringError
 
     hw, program, options = _JOB
     cache = TimingCache(size=1)
     for opt in options:
-        Lowerer(hw, program, opt, cache).build(only=frozenset({op}))
+        try:
+            Lowerer(hw, program, opt, cache).build(only=frozenset({op}), part=part)
+        except LoweringError:  # (a part may hold no tiling that fits: the serial pass says so)
+            pass
     store = cache.store(hw, renew=False)
     return store.timings, store.split_used, store.append_keys
 
@@ -81,8 +124,8 @@ def warm(hw: Hardware, program: Program, options: tuple, store: TimingStore, job
     possible here)."""
     global _JOB
     jobs = jobs or available_cores()
-    work = roots(program)
-    if jobs < 2 or len(work) < 2 or sum(r.work for r in work) < PARALLEL_WORK:
+    work = units(hw, program, options)
+    if jobs < 2 or len(work) < 2 or sum(r.work for r in roots(program)) < PARALLEL_WORK:
         return 0
     if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
         return 0
@@ -90,7 +133,7 @@ def warm(hw: Hardware, program: Program, options: tuple, store: TimingStore, job
     added = 0
     try:
         with ProcessPoolExecutor(min(jobs, len(work)), mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_time_root, r.op) for r in work]  # most work first: longest first
+            futures = [pool.submit(_time_root, u.op, u.part) for u in work]  # most work first
             for f in futures:
                 try:
                     timings, split_used, append_keys = f.result()

@@ -56,3 +56,23 @@ def test_small_programs_and_daemons_stay_serial(monkeypatch):
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
     assert lower_parallel.warm(hw, program, options, store, 2) == 0  # a daemon has no children
     assert not store.timings
+
+
+def test_the_parts_of_a_shape_time_its_tilings_once_between_them(monkeypatch):
+    """A root split by channel count (ChannelPart): the parts' timings together are the whole
+    root's, none timed by two parts, and each part times some."""
+    inst = load_instance(LAYER)
+    hw, program = inst.build_hardware([]), inst.build_program()
+    from solver.lower import LowerOptions
+    from solver.payload import Style
+
+    options = tuple(LowerOptions(groups=4, style=s) for s in Style)
+    units = lower_parallel.units(hw, program, options)
+    root = units[0].op
+    parts = [u.part for u in units if u.op == root]
+    assert len(parts) == 3 and sum(p.others for p in parts) == 1  # all groups (and the rest), halves, singles
+    monkeypatch.setattr(lower_parallel, "_JOB", (hw, program, options))
+    whole = set(lower_parallel._time_root(root)[0])
+    timed = [set(lower_parallel._time_root(root, p)[0]) for p in parts]
+    assert all(timed) and set.union(*timed) == whole
+    assert sum(map(len, timed)) == len(whole)
