@@ -2,9 +2,9 @@
 
 For each instance: simulated cycles per method, whether simulated = predicted, the hardware bound
 (solver/hardware_bound.py) and its binding term, each method's cycles over it, the model gap of
-cpsat (to CP-SAT's proven bound or the mode bound), naive over cpsat, the solve time (to proof
-when the search ended with one),
-and a comparison with a best-known file (a regression is a cpsat makespan above the recorded
+cpsat (its objective against CP-SAT's proven bound, both in the task-level model; the ratios
+are the programs' distance to the hardware), naive over cpsat, the solve time (to proof when the
+search ended with one), and a comparison with a best-known file (a regression is a cpsat makespan above the recorded
 best; `--record` writes improvements). Non-zero exit on a regression, a cycle mismatch or outputs
 outside tolerance. Runs from an installed package too: the instance tiers and the best-known file
 are found in the checkout beside the package, else under the current folder, or given.
@@ -100,7 +100,7 @@ def run_bench(
                 f"{reps[m]['simulated_cycles'] / hw_bound:.3f}" if m in reps else "—"
                 for m in ("naive", "greedy", "cpsat")
             ],
-            "—" if cp["gap"] is None else f"{cp['gap'] * 100:.2f} %",
+            "—" if cp["model_gap"] is None else f"{cp['model_gap'] * 100:.2f} %",
             f"{reps['naive']['simulated_cycles'] / cp['simulated_cycles']:.2f}×" if "naive" in reps else "—",
             f"{cp['solve_seconds']:.1f}",
             flag or "—",

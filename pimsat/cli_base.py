@@ -33,7 +33,7 @@ def cell(v, col) -> str:
     """A table cell: — for None, percentages for gaps and utilisation, thousands separators."""
     if v is None:
         return "—"
-    if col in ("gap", "hardware_gap"):
+    if col in ("gap", "model_gap", "hardware_gap"):
         return f"{v * 100:.2f} %"
     if col == "utilization":
         return f"{v * 100:.1f} %"

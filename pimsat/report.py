@@ -21,11 +21,21 @@ def proven_bound(r: RunResult) -> int | None:
 
 
 def report_dict(r: RunResult) -> dict[str, Any]:
+    """Two gaps, each against bounds of its own space:
+    - `model_gap`: CP-SAT's objective against its proven bound, both in the task-level model
+      (tasks to their quiet end, refresh lumped per round). None without a bound (heuristics).
+    - `gap`: the program against the best bound that holds for every program decoded from the
+      task space (the hardware bound, or the mode bound: the critical path over the fastest
+      modes), and `hardware_gap` against the hardware bound alone (every program whatever its
+      emitter). The model's bound is not among them: the decoder places exact refreshes where
+      the model lumps them, so a program can end below the model's objective, and below its
+      bound (`decode_minus_model_cycles` says by how much: on gemv-4096-b4-hbm2-64ch a
+      program of 42,430 cycles against a model bound of 42,437 less the tail)."""
     sim = r.sim
     predicted = r.compiled.predicted_cycles
     bound = proven_bound(r)
     lb = r.bounds.cycles  # the best solver-free bound: hardware, or the mode bound of the task space
-    best_bound = max(x for x in (bound, lb) if x is not None)
+    model_obj, model_bound = r.solution.objective, r.solution.bound
     return {
         "instance": r.instance.name,
         "hardware": r.hardware.name,
@@ -43,8 +53,13 @@ def report_dict(r: RunResult) -> dict[str, Any]:
         "violations": int(getattr(sim, "violations", 0)),
         "solve_seconds": round(r.solve_seconds, 3),
         "utilization": round(float(sim.utilization), 4),
-        "gap": round((predicted - best_bound) / predicted, 5) if predicted else None,
-        "model_objective_cycles": r.solution.objective,
+        "gap": round((predicted - lb) / predicted, 5) if predicted else None,
+        "model_objective_cycles": model_obj,
+        "model_bound_cycles": None if model_bound is None else int(model_bound),
+        "model_gap": (
+            round((model_obj - model_bound) / model_obj, 5) if model_bound is not None and model_obj else None
+        ),
+        "decode_minus_model_cycles": None if model_obj is None else predicted - int(model_obj),
         "bandwidth_bound_cycles": r.bounds.bandwidth_cycles,
         "bandwidth_refresh_bound_cycles": r.bounds.bandwidth_refresh_cycles,
         "mode_bound_cycles": r.bounds.mode_bound_cycles,
@@ -86,11 +101,17 @@ def print_summary(rep: dict[str, Any], console: Console | None = None) -> None:
     t.add_row("method / status", f"{rep['method']} / {rep['status']}{scope}{end}")
     t.add_row("predicted makespan", f"{cyc(rep['objective_cycles'])} cycles ({rep['time_ns'] / 1000:,.1f} µs)")
     t.add_row("simulated", f"{cyc(rep['simulated_cycles'])} cycles")
-    t.add_row("solver bound (proven)", cyc(rep["bound_cycles"]))
+    gap = "—" if rep["model_gap"] is None else f"{rep['model_gap'] * 100:.2f} %"
+    t.add_row(
+        "model objective / bound (task level)",
+        f"{cyc(rep['model_objective_cycles'])} / {cyc(rep['model_bound_cycles'])} (model gap {gap})",
+    )
+    if rep["decode_minus_model_cycles"]:
+        t.add_row("decoded − model objective", f"{rep['decode_minus_model_cycles']:+,} cycles")
     terms = ", ".join(f"{k.replace('_', ' ')} {cyc(v)}" for k, v in rep["bound_terms"].items())
     t.add_row("hardware bound", f"{cyc(rep['hardware_bound_cycles'])} ({rep['binding_term']}; {terms})")
     t.add_row("mode bound (lowered modes)", cyc(rep["mode_bound_cycles"]))
-    t.add_row("gap to best bound", "—" if rep["gap"] is None else f"{rep['gap'] * 100:.2f} %")
+    t.add_row("gap to hardware or mode bound", "—" if rep["gap"] is None else f"{rep['gap'] * 100:.2f} %")
     t.add_row("gap to hardware bound", "—" if rep["hardware_gap"] is None else f"{rep['hardware_gap'] * 100:.2f} %")
     t.add_row(
         "outputs match reference",

@@ -49,6 +49,21 @@ def test_cpsat_optimal_and_no_worse_than_heuristics(reports, path):
     assert r["naive"]["lower_bound_cycles"] == r["cpsat"]["lower_bound_cycles"]
 
 
+@pytest.mark.parametrize("path", FPGA, ids=lambda p: p.stem)
+def test_each_gap_is_against_bounds_of_its_own_space(reports, path):
+    """model_gap: CP-SAT's objective against its bound (task-level model); gap: the program
+    against the hardware or mode bound (valid for every program of the task space), never below
+    zero; the decoded program's difference from the model's objective reported."""
+    for method, rep in reports[load_instance(path).name].items():
+        assert rep["gap"] is not None and rep["gap"] >= 0, method
+        assert rep["decode_minus_model_cycles"] == rep["objective_cycles"] - rep["model_objective_cycles"]
+        if method == "cpsat":
+            obj, bound = rep["model_objective_cycles"], rep["model_bound_cycles"]
+            assert rep["status"] == "OPTIMAL" and bound == obj and rep["model_gap"] == 0.0
+        else:
+            assert rep["model_bound_cycles"] is None and rep["model_gap"] is None
+
+
 def test_deterministic_bytes(tmp_path):
     from hwmodel.isa_codec import encode_stream
 
