@@ -574,7 +574,11 @@ def run_channel(
             rmask = (1 << hwp[HWP_NR]) - 1
             tz = _lowest(mask) if mask else 0  # (groups and ranks: all, from 0)
         else:
-            if mask != kmask:
+            if mask != kmask and (mask & (mask - 1)) == 0:  # one bank (per-command traffic): no walk
+                b = bank if bank >= 0 else _lowest(mask)
+                kmask, kgmask, krmask, kpu = mask, 1 << bg_of[b], 1 << rank_of[b], -1
+                ktz = b | bg_of[b] << 8 | rank_of[b] << 16
+            elif mask != kmask:
                 kmask, kgmask, krmask, kpu = mask, 0, 0, -1
                 pus = 0
                 m = mask
