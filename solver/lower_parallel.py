@@ -29,7 +29,7 @@ from hwmodel.cores import available_cores
 from ir import OpKind, Program
 
 from .fusion import fusion_groups
-from .lower import ChannelPart, LowerOptions, group_subsets, make_groups
+from .lower import ChannelPart, Lowerer, LoweringError, LowerOptions, group_subsets, make_groups
 from .mvshape import fused_shape, mv_shape
 from .task_timing import TaskTiming, TimingCache, TimingStore
 
@@ -105,8 +105,6 @@ def _time_root(
 ) -> tuple[dict[tuple, TaskTiming], dict[tuple, bool], dict[tuple, tuple | None]]:
     """In a worker: lower `op` alone in every style (its tilings of `part`), return the timings
     its lowering made."""
-    from .lower import Lowerer, LoweringError
-
     hw, program, options = _JOB
     cache = TimingCache(size=1)
     for opt in options:
