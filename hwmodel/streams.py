@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple, dataclass, field
 
 import numpy as np
@@ -75,6 +75,25 @@ class StreamSet:
         return len(self.host) + sum(len(s) for s in self.channels)
 
 
+@dataclass(frozen=True, slots=True)
+class PartTwin:
+    """What a LazyStream part tells a simulation that runs one channel for several (sim/twins.py).
+    Parts of two streams whose `match`es are equal encode the same rows, but for the id of the
+    SIG that ends them: the same table at the same issue cycles (`key`, from the producer), after
+    the same WAITs (`waits`, their ids), with or without a SIG (`signal`: its id, or None).
+    `unread` (or None): called when the stream is not going to be read, so the part lets go
+    what it keeps for its reader (a task's tables, kept until its last channel has read them)."""
+
+    key: tuple
+    waits: tuple[int, ...] = ()
+    signal: int | None = None
+    unread: Callable[[], None] | None = None
+
+    @property
+    def match(self) -> tuple:
+        return self.key, self.waits, self.signal is not None
+
+
 class LazyStream(Sequence):
     """A stream built part by part when read: each part is (its length, a function returning its
     instructions). The largest programs (a full model at batch 16 is over a billion commands)
@@ -83,11 +102,12 @@ class LazyStream(Sequence):
     too (error messages), by building the part again: producers must be deterministic."""
 
     def __init__(self, parts: list[tuple], cached: int = 2, width: int | None = None):
-        """parts: (length, build) or (length, build, rows). `rows(lo, hi, out)`, if every part
-        has one, writes instructions lo..hi-1 of the part, already encoded as the simulator's
-        table (one int64 row of `width` columns per instruction, stamps included), into `out`:
-        a streamed simulation then reads `rows` and builds no instruction object; `build` still
-        serves random access (error messages) and listing."""
+        """parts: (length, build), (length, build, rows) or (length, build, rows, twin).
+        `rows(lo, hi, out)`, if every part has one, writes instructions lo..hi-1 of the part,
+        already encoded as the simulator's table (one int64 row of `width` columns per
+        instruction, stamps included), into `out`: a streamed simulation then reads `rows` and
+        builds no instruction object; `build` still serves random access (error messages) and
+        listing. `twin` (a PartTwin): see `twin_key`."""
         self.width = width
         self._parts = [p for p in parts if p[0]]
         self._offsets = [0]
@@ -99,6 +119,24 @@ class LazyStream(Sequence):
 
     def __len__(self) -> int:
         return self._offsets[-1]
+
+    def twin_key(self) -> tuple | None:
+        """Every part's PartTwin.match, in order (None if some part has no twin): two streams
+        with equal twin keys encode the same rows, but for the ids of their SIGs."""
+        if not all(len(p) > 3 for p in self._parts):
+            return None
+        return tuple(p[3].match for p in self._parts)
+
+    def twin_signals(self) -> list[int]:
+        """The ids of the stream's SIGs, in order (needs `twin_key`)."""
+        return [p[3].signal for p in self._parts if p[3].signal is not None]
+
+    def unread(self) -> None:
+        """The stream is not going to be read (a twin's is, sim/twins.py): each part lets go what
+        it keeps for it. Reading it afterwards still works, at the cost of building again."""
+        for p in self._parts:
+            if len(p) > 3 and p[3].unread is not None:
+                p[3].unread()
 
     def _part(self, k: int) -> list[Instruction]:
         seq = self._cache.get(k)

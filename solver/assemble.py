@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from hwmodel.isa import Instruction, make
-from hwmodel.streams import LazyStream
+from hwmodel.streams import LazyStream, PartTwin
 from hwmodel.table import C_ROW, C_STAMP, WIDTH
 
 HOST_STREAM = -1
@@ -102,7 +102,7 @@ def _encoded_body(pt, ch: int, shared: _Shared, lo: int, hi: int, out: np.ndarra
     """Commands lo..hi-1 of the task on `ch`, encoded into `out`, stamped at start + relative
     issue cycle. Every channel task of a streamed decode comes with an encoder of its own
     (per_channel[ch][2]: given the task's shared cache, the table of its commands, built once)."""
-    _produce, rel, table_of = pt.per_channel[ch]
+    _produce, rel, table_of = pt.per_channel[ch][:3]
     table = table_of(shared.templates)
     if len(table) != len(rel):
         raise DecodeError(f"{pt.task}: channel {ch} encoded {len(table)} commands, {len(rel)} were timed")
@@ -152,7 +152,7 @@ def streams(
     if encode is not None:
         signal_rows = _SignalRows(encode)
     host: list[tuple[int, int, int, Callable[[], list[Instruction]]]] = []
-    for pt in order:
+    for k, pt in enumerate(order):
         chans = channels_of(pt.resource)
         timed = {ch: len(pt.per_channel.get(ch, (list, ()))[1]) for ch in chans}  # commands per channel
         shared = _Shared(len(chans), sum(1 for k in timed.values() if k)) if chans != [HOST_STREAM] else None
@@ -191,7 +191,17 @@ def streams(
                 if at != hi - lo:
                     raise DecodeError(f"{pt.task}: channel {ch} encoded {at} rows for commands {lo}..{hi - 1}")
 
-            channels[ch].append((pt.start, 1, n, part, rows))
+            # channels of the task with the same table (its key in the task's cache) at the same
+            # relative issue cycles (one object per timing) and the same WAITs encode the same rows,
+            # but for the id of their SIG (sim/twins.py runs one of them for all)
+            body = pt.per_channel.get(ch)
+            twin = PartTwin(
+                (k, body[3], id(body[1])) if body else (k,),
+                waits,
+                sig,
+                shared.read_rows if timed[ch] else None,
+            )
+            channels[ch].append((pt.start, 1, n, part, rows, twin))
     for g, rs in refs.items():
         for at in rs:
             rounds = {
@@ -202,7 +212,7 @@ def streams(
                 d = ref_shift if ch % 2 else 0  # (groups hold whole pairs where ref_shift > 0)
                 ref = rounds[d]
                 item = (at, 0, len(ref), lambda ref=ref: ref)
-                channels[ch].append(item if rows is None else (*item, _copy_rows(rows[d])))
+                channels[ch].append(item if rows is None else (*item, _copy_rows(rows[d]), PartTwin(("ref", at, d))))
     out = [LazyStream([p[2:] for p in sorted(items, key=lambda x: (x[0], x[1]))], width=WIDTH) for items in channels]
     if not lazy:  # channel after channel: lockstep channels still share the stamped objects
         out = [list(s) for s in out]

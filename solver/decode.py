@@ -32,7 +32,7 @@ from ir.ops import PIM_CAPABLE, RESIDENT_OPERAND
 from . import assemble
 from .assemble import HOST_STREAM, DecodeError, signal_plan  # noqa: F401  (DecodeError: part of the API)
 from .emit_mv import MVEmitter
-from .host_emit import emit_weight_read, encoded_weight_read
+from .host_emit import emit_weight_read, encoded_weight_read, weight_read_key
 from .kv_emit import emit_kv_append
 from .layout import Layout
 from .lower import Lowering
@@ -62,7 +62,9 @@ class _Placed:
     start: int
     end: int  # quiet end (next command on the resource may follow)
     completion: int
-    per_channel: dict[int, tuple]  # channel (-1: host) -> (emit the commands, their relative issue cycles)
+    # channel (-1: host) -> (emit the commands, their relative issue cycles); a streamed decode adds
+    # (the table of the commands given the task's cache, the key it is kept under there)
+    per_channel: dict[int, tuple]
 
 
 def _layouts(
@@ -146,7 +148,10 @@ def _task_commands(
                 () if tt is None else tt.issue,
             )
             if encode is not None:  # the encoded table leaves out host offsets: equal for those channels
-                per[pl.channels[ci]] += (partial(_encoded_append, hw, lay, sym, ci, pl.append, rows, encode),)
+                per[pl.channels[ci]] += (
+                    partial(_encoded_append, hw, lay, sym, ci, pl.append, rows, encode),
+                    _append_key(rows),
+                )
         return per, max(end, 1), comp, {}
     if kind is Role.MV:
         emitter = MVEmitter(hw, lay, sym, pl.style)
@@ -176,11 +181,17 @@ def _task_commands(
         tts[c] = tt
         end, comp = max(end, tt.duration), max(comp, tt.completion)
         per[pl.channels[ci]] = ((lambda ci=ci: emit(ci)), tt.issue)
-        if encode is not None:  # encoded from a template (assemble: the stream's rows)
+        if encode is not None:  # encoded from a template (assemble: the stream's rows), and its key
             per[pl.channels[ci]] += (
-                (lambda cache, ci=ci: emitter.encoded(ci, cache, encode, layers))
+                (
+                    (lambda cache, ci=ci: emitter.encoded(ci, cache, encode, layers)),
+                    emitter.table_key(ci),
+                )
                 if kind is Role.MV
-                else (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode, layers)),
+                else (
+                    (lambda cache, ci=ci: encoded_weight_read(hw, lay, sym, ci, cache, encode, layers)),
+                    weight_read_key(lay, ci),
+                )
             )
     for c, tt in tts.items():
         if tt.refreshes:
@@ -188,11 +199,16 @@ def _task_commands(
     return per, end, comp, inner
 
 
+def _append_key(rows: tuple) -> tuple:
+    """The key `_encoded_append` keeps a channel's table under: its slots' rows."""
+    return ("append", rows)
+
+
 def _encoded_append(hw, lay: Layout, sym: Symbols, ci: int, append: tuple, rows: tuple, encode, cache: dict):
     """The encoded KV append of channel `ci`, shared through the task's `cache` with the channels
     whose slots hold the same rows (their commands differ only in host offsets, which the
     simulator's table does not hold)."""
-    key = ("append", rows)
+    key = _append_key(rows)
     table = cache.get(key)
     if table is None:
         table = cache[key] = encode(emit_kv_append(hw, lay, sym, ci, *append))

@@ -37,7 +37,7 @@ from hwmodel.isa import ISA, Instruction, make, make_args
 from .layout import Layout
 from .payload import Style
 from .refresh_points import with_refresh
-from .relocate import Relocations, task_table
+from .relocate import Relocations, table_key, task_table
 from .row_commands import RowCommands, readout_act_wait, row_change_waits
 from .symbols import Symbols, staging
 from .tiling import channel_signature
@@ -287,15 +287,19 @@ class MVEmitter:
         relocate.task_table; the roles: the vector, then each output's staging)."""
         t = self.t
         return task_table(
-            ("mv", self.style),
-            t,
-            ci,
-            self.lay.base_rows[t.channels[ci]],
+            *self._table_args(ci),
             cache,
             layers,
             lambda: (self.sym.get(t.shape.vector), *(self.sym.get(staging(o)) for o in t.shape.outputs)),
             lambda: encode(self._emit(ci)),
         )
+
+    def table_key(self, ci: int) -> tuple:
+        """The key `encoded` keeps channel `ci`'s table under (relocate.table_key)."""
+        return table_key(*self._table_args(ci))
+
+    def _table_args(self, ci: int) -> tuple:
+        return ("mv", self.style), self.t, ci, self.lay.base_rows[self.t.channels[ci]]
 
     def _slot_matrices(self, ci: int) -> tuple[int, ...]:
         """Per slot of the channel: whose vectors its WRGBs write."""

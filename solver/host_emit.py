@@ -9,7 +9,7 @@ from hwmodel.isa import Instruction, make, make_args
 
 from .layout import Layout
 from .refresh_points import with_refresh
-from .relocate import Relocations, task_table
+from .relocate import Relocations, table_key, task_table
 from .row_commands import RowCommands, row_change_waits
 from .symbols import Symbols, host_copy
 
@@ -120,6 +120,15 @@ def _in_turn(hw: Hardware, runs):
     return out
 
 
+def weight_read_key(lay: Layout, ci: int) -> tuple:
+    """The key `encoded_weight_read` keeps channel `ci`'s table under (relocate.table_key)."""
+    return table_key(*_read_table_args(lay, ci))
+
+
+def _read_table_args(lay: Layout, ci: int) -> tuple:
+    return ("rd",), lay.t, ci, lay.base_rows[lay.t.channels[ci]]
+
+
 def encoded_weight_read(
     hw: Hardware, lay: Layout, symbols: Symbols, ci: int, cache: dict, encode, layers: Relocations | None = None
 ) -> np.ndarray:
@@ -128,10 +137,7 @@ def encoded_weight_read(
     t = lay.t
     residents = [p.resident for p in t.shape.parts] if t.shape.parts else [t.shape.resident]
     return task_table(
-        ("rd",),
-        t,
-        ci,
-        lay.base_rows[t.channels[ci]],
+        *_read_table_args(lay, ci),
         cache,
         layers,
         lambda: tuple(symbols.get(host_copy(r)) for r in residents),

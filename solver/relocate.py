@@ -19,6 +19,13 @@ from hwmodel.table import ACT, C_OP, C_ROW, C_SYM
 from .tiling import Tiling, channel_parts, channel_signature, structure_key
 
 
+def table_key(kind: tuple, t: Tiling, ci: int, base_row: int) -> tuple:
+    """The key of channel `ci`'s table in a task's cache (`task_table`): channels of the task with
+    equal keys are handed the same table (sim/twins.py relies on it: such channels, at the same
+    relative issue cycles, run the same rows)."""
+    return (kind, channel_signature(t, ci), base_row, channel_parts(t, ci))
+
+
 def task_table(
     kind: tuple,
     t: Tiling,
@@ -35,14 +42,13 @@ def task_table(
     `cache` (the caller's, while the task's channels are read) and is read-only; without one,
     it is relocated from another layer's (`layers`) or `produce()`d. `roles()`: the symbol ids
     the commands may name, by role."""
-    sig, parts = channel_signature(t, ci), channel_parts(t, ci)
-    key = (kind, sig, base_row, parts)
+    key = table_key(kind, t, ci, base_row)
     rows = cache.get(key)
     if rows is None:
         rows = (
             produce()
             if layers is None
-            else layers.table((kind, structure_key(t), sig, parts), base_row, roles(), produce)
+            else layers.table((kind, structure_key(t), key[1], key[3]), base_row, roles(), produce)
         )
         cache[key] = rows
     return rows
