@@ -27,6 +27,7 @@ from .pairs import PairCheck
 from .records import ops_and_symbols, record_rows_ops
 from .result import LOG_DTYPE
 from .timing import TimingTables, compile_tables
+from .twins import SignalSetTwice, Twins, twins_enabled
 
 _RANGE_FIELD = {
     K.F_BANK: "bank",
@@ -352,10 +353,26 @@ def run_timing(
     if streamed and record:
         raise ValueError("a streamed run keeps no command log (record=False)")
     tab = compile_tables(hw)
+    args = (hw, tab, channels, host, program, record, n_symbols, streamed, progress, jobs, yield_to)
+    twins = Twins.of(hw, channels) if streamed and not yield_to and twins_enabled() else None
+    if twins is not None:
+        twins.unread(channels)
+        try:
+            return _timing(*args, twins)
+        except (SimulationError, SignalSetTwice, _TwinsFailed):
+            pass  # an erroneous program: the run without twins raises the plain run's error
+    return _timing(*args, None)
+
+
+class _TwinsFailed(Exception):
+    """A run with twins ended with parked streams (sim/engine runs it again without them)."""
+
+
+def _timing(hw, tab, channels, host, program, record, n_symbols, streamed, progress, jobs, yield_to, twins) -> Timed:
     t0 = time.perf_counter()
     parallel = jobs > 1 and sum(1 for ch in channels if len(ch)) > 1  # (one channel: nothing to share)
     # (a parallel streamed run reads each channel's first slice on the threads too)
-    run = _Run(hw, tab, channels, host, program, record, n_symbols, streamed, defer=parallel)
+    run = _Run(hw, tab, channels, host, program, record, n_symbols, streamed, defer=parallel, twins=twins)
     t1 = time.perf_counter()
     run.allocate()
     for c, records in (yield_to or {}).items():
@@ -367,6 +384,8 @@ def run_timing(
         try:
             blocked, in_kernel = run_parallel(run, jobs, progress, PROGRESS_EVERY)
         except Fallback:
+            if twins is not None:
+                raise _TwinsFailed() from None
             # an error or a deadlock: the serial run from the start says which one is first
             run = _Run(hw, tab, channels, host, program, record, n_symbols, streamed)
             run.allocate()
@@ -374,6 +393,8 @@ def run_timing(
     else:
         blocked, in_kernel = run_serial(run, progress)
     if blocked:
+        if twins is not None:
+            raise _TwinsFailed()
         raise _deadlock(channels, host, run.states, run.hr, blocked, run.signals.ids)
     if run.pairs is not None:
         run.pairs.finish()  # (sim/pairs.py: the earliest collision of a pseudo-channel pair)
@@ -384,17 +405,34 @@ class _Run:
     """Everything one timing run works on: the encoded streams (feeds), each channel's kernel
     state, the host runner, the signals and the command log."""
 
-    def __init__(self, hw, tab, channels, host, program, record, n_symbols, streamed, defer=False):
-        """defer (streamed runs): the channels' first slices are read later (sim/parallel)."""
+    def __init__(self, hw, tab, channels, host, program, record, n_symbols, streamed, defer=False, twins=None):
+        """defer (streamed runs): the channels' first slices are read later (sim/parallel).
+        twins (sim/twins.py; streamed runs): only leaders are read and run."""
         self.hw, self.tab, self.channels, self.host, self.program = hw, tab, channels, host, program
-        self.record = record
+        self.record, self.twins = record, twins
         self.signals = SignalMap()
         self.host_table = self.signals.densify(encode_stream(hw, host))
         refuse_sync_stamps(self.host_table, host, "host", 0)
         self.feeds = [
             _Feed(hw, s, self.signals, SLICE if streamed else len(s), n_symbols, c, defer and streamed and len(s) > 0)
+            if twins is None or twins.runs(c)
+            else None
             for c, s in enumerate(channels)
         ]
+
+    def runs(self, c: int) -> bool:
+        """Channel c has instructions and is run (not a twin handed its leader's state)."""
+        return len(self.channels[c]) > 0 and (self.twins is None or self.twins.runs(c))
+
+    def read(self) -> int:
+        """Channel instructions read so far (a twin's: its leader's)."""
+        size = self.twins.size if self.twins is not None else None
+        return sum(f.base * (size[c] if size else 1) for c, f in enumerate(self.feeds) if f is not None)
+
+    def relay(self, c: int, **how) -> None:
+        """After a kernel call of channel c: its twins' SIGs that it has set (sim/twins.py)."""
+        if self.twins is not None:
+            self.twins.relay_signals(c, self.signals, **how)
 
     def allocate(self) -> None:
         tab, feeds, record = self.tab, self.feeds, self.record
@@ -403,16 +441,21 @@ class _Run:
         self.log = log = np.empty(int(ends[-1]), dtype=LOG_DTYPE) if record else None
         idle = K.new_state(tab, 0, None)  # shared, read-only: channels without instructions never run
         self.states = [
-            K.new_state(tab, f.first_len, None if log is None else log[ends[c] : ends[c + 1]]) if f.first_len else idle
+            K.new_state(tab, f.first_len, None if log is None else log[ends[c] : ends[c + 1]])
+            if f is not None and f.first_len
+            else idle
             for c, f in enumerate(feeds)
         ]
+        twins = frozenset(self.twins.twins()) if self.twins is not None else frozenset()
+        for c in twins:  # (the leader's state object: filled in as the leader runs)
+            self.states[c] = self.states[self.twins.leader[c]]
         self.pairs = None
         if self.hw.organization.shared_bus:  # a channel whose partner issues nothing records no bus occupancy
             n = len(feeds)
             for c, f in enumerate(feeds):
-                if f.first_len and not (c ^ 1 < n and feeds[c ^ 1].first_len):
+                if f is not None and f.first_len and not (c ^ 1 < n and len(self.channels[c ^ 1])):
                     self.states[c]["hwp"][K.HWP_BUSREC] = 0
-            self.pairs = PairCheck(self.hw, self.channels, self.states)
+            self.pairs = PairCheck(self.hw, self.channels, self.states, twins)
         self.hr = HostRunner(self.hw, self.program, self.host, self.host_table)
 
     def channel_error(self, s: int) -> SimulationError:
@@ -425,7 +468,7 @@ def run_serial(run: _Run, progress=None) -> tuple[dict[int, int], float]:
     kernel). The first error met in this order is the one raised: the reference for sim/parallel."""
     channels, feeds = run.channels, run.feeds
     C = len(channels)
-    pending = [c for c in range(C) if len(channels[c])] + [C]
+    pending = [c for c in range(C) if run.runs(c)] + [C]
     pool = None
     if len(pending) == 2 and feeds[pending[0]].can_prefetch():
         # one channel stream read from a file: its next slice is read on a second thread while the
@@ -447,6 +490,7 @@ def _run_serial(run: _Run, pending: list[int], progress) -> tuple[dict[int, int]
     blocked: dict[int, int] = {}
     total, told = sum(len(ch) for ch in channels), time.monotonic()
     in_kernel = 0.0
+    twins = run.twins
     while pending:
         s = pending.pop()
         if s == C:
@@ -458,13 +502,15 @@ def _run_serial(run: _Run, pending: list[int], progress) -> tuple[dict[int, int]
             in_kernel += time.perf_counter() - tk
             if status == K.ERROR:
                 raise run.channel_error(s)
+            if twins is not None:
+                run.relay(s)
             finished = False
             if status == K.BLOCKED:
                 blocked[s] = int(states[s]["st"][K.ST_BLOCK])
             elif feeds[s].advance(states[s]):
                 pending.append(s)
                 if progress is not None and time.monotonic() - told >= PROGRESS_EVERY:
-                    progress(sum(f.base for f in feeds), total)
+                    progress(run.read(), total)
                     told = time.monotonic()
             else:
                 finished = True

@@ -33,11 +33,12 @@ _FAR = 1 << 62
 
 
 class PairCheck:
-    def __init__(self, hw: Hardware, channels, states):
+    def __init__(self, hw: Hardware, channels, states, twins: frozenset[int] = frozenset()):
+        """twins: channels not run (sim/twins.py: whole pairs, whose leader pair is checked)."""
         self.hw, self.channels, self.states = hw, channels, states
         self.act_w = bus.act_bus_cycles(hw)
         n = len(channels)
-        self.pairs = [a for a in range(0, n - 1, 2) if len(channels[a]) and len(channels[a + 1])]
+        self.pairs = [a for a in range(0, n - 1, 2) if len(channels[a]) and len(channels[a + 1]) and a not in twins]
         self.pending: dict[int, list[np.ndarray]] = {c: [] for a in self.pairs for c in (a, a + 1)}
         self.finished: set[int] = set()
         self.found: dict[int, tuple] = {}  # pair -> (cycle, its two commands' records and cycles)

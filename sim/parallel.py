@@ -94,11 +94,11 @@ class _GatedSignals:
     time, its array replaced only under the gate."""
 
     def __init__(self, signals, gate: _Gate):
-        self._signals, self._gate, self._lock = signals, gate, threading.Lock()
+        self._signals, self._gate, self.lock = signals, gate, threading.Lock()
         signals.densify = self.densify  # (an instance attribute: the feeds call it as they read slices)
 
     def densify(self, table, sel=None):
-        with self._lock:
+        with self.lock:
             self._signals.assign(table, sel)
             if self._signals.short():
                 self._gate.grow(self._signals.grow)
@@ -148,7 +148,7 @@ def run_parallel(run, jobs: int, progress=None, every: float = 0.5) -> tuple[dic
     channels, feeds, states, hr, signals, tab = run.channels, run.feeds, run.states, run.hr, run.signals, run.tab
     C = len(channels)
     for c in range(C):
-        if len(channels[c]):
+        if run.runs(c):
             separate(states[c])
     gate = _Gate()
     gated = _GatedSignals(signals, gate)
@@ -190,8 +190,20 @@ def run_parallel(run, jobs: int, progress=None, every: float = 0.5) -> tuple[dic
         finally:
             gate.leave()
 
+    def relay(s: int) -> None:
+        """The SIGs of channel s's twins that it has set (sim/twins.py), from this thread."""
+
+        def write(fn) -> None:
+            gate.enter()
+            try:
+                fn()
+            finally:
+                gate.leave()
+
+        run.relay(s, lock=gated.lock, grow=lambda: gate.grow(signals.grow), write=write)
+
     blocked: dict[int, int] = {}
-    ready = [C] + [c for c in range(C) if len(channels[c])]
+    ready = [C] + [c for c in range(C) if run.runs(c)]
     running: dict = {}  # future -> channel
     failed = False
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="pimsat-sim")
@@ -228,12 +240,18 @@ def run_parallel(run, jobs: int, progress=None, every: float = 0.5) -> tuple[dic
                 if status == K.ERROR:
                     failed = True
                     continue
+                if run.twins is not None:
+                    try:
+                        relay(s)
+                    except Exception:  # (a twin's signal set twice)
+                        failed = True
+                        continue
                 if status == K.BLOCKED:
                     blocked[s] = int(states[s]["st"][K.ST_BLOCK])
                 elif more:
                     ready.append(s)
                     if progress is not None and time.monotonic() - told >= every:
-                        progress(sum(fd.base for fd in feeds), total)
+                        progress(run.read(), total)
                         told = time.monotonic()
                 if run.pairs is not None:  # (this thread; the partner only if no thread runs it)
                     busy = set(running.values())
