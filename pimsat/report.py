@@ -74,6 +74,9 @@ def report_dict(r: RunResult) -> dict[str, Any]:
         "jobs": len(r.problem.jobs),
         "modes": {j: m for j, m in sorted(r.solution.modes.items())},
         "instructions": r.compiled.streams.instruction_count(),
+        # channels the simulator ran; the others had a twin's identical stream (sim/twins.py)
+        "channels_run": getattr(sim, "channels_run", None),
+        "busy_channels": sum(1 for s in r.compiled.streams.channels if len(s)),
         "commands": {k: int(v) for k, v in sorted(getattr(sim, "command_counts", {}).items())},
         "message": r.solution.message,
         "history": [list(h) for h in r.solution.history],
@@ -126,4 +129,9 @@ def print_summary(rep: dict[str, Any], console: Console | None = None) -> None:
     t.add_row("PIM utilisation", f"{rep['utilization'] * 100:.1f} %")
     t.add_row("solve time", f"{rep['solve_seconds']:.2f} s")
     t.add_row("instructions", f"{rep['instructions']:,}")
+    busy = rep.get("busy_channels")
+    if rep.get("channels_run") is not None and busy and rep["channels_run"] < busy:
+        t.add_row(
+            "channels simulated", f"{rep['channels_run']} of {busy} (the others: identical streams, sim/twins.py)"
+        )
     console.print(t)

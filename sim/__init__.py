@@ -147,6 +147,7 @@ def simulate(
         host_events=np.array(hr.events, dtype=HOST_EVENT_DTYPE) if hr.events else np.zeros(0, HOST_EVENT_DTYPE),
     )
     res.phase_seconds = dict(timed.phases)
+    res.channels_run = timed.channels_run
     res.log = timed.log
     if functional:
         t0 = time.perf_counter()

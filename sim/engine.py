@@ -53,6 +53,7 @@ class Timed:
     stalls: dict[str, int] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
     log: np.ndarray | None = None
+    channels_run: int = 0  # channels with instructions the kernel ran (the others: twins, sim/twins.py)
 
 
 def _channel_error(hw: Hardware, tab: TimingTables, ch: int, stream: list[Instruction], s, sig_ids) -> SimulationError:
@@ -549,7 +550,8 @@ def _finish(run: _Run, t: tuple[float, float, float], in_kernel: float) -> Timed
     t0, t1, t2 = t
     phases = {"encode": t1 - t0, "allocate": t2 - t1, "issue": time.perf_counter() - t2, "kernel": in_kernel}
     ids = run.signals.ids
-    return Timed(tab, states, hr, ids, sig[: len(ids)], makespan, stalls, phases, log)
+    ran = sum(1 for c in range(len(channels)) if run.runs(c))
+    return Timed(tab, states, hr, ids, sig[: len(ids)], makespan, stalls, phases, log, ran)
 
 
 def _deadlock(channels, host, states, hr, blocked, signal_ids) -> SimulationError:

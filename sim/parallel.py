@@ -44,6 +44,7 @@ import numpy as np
 from hwmodel.record_stream import RecordStream
 
 from . import channel as K
+from .twins import SignalSetTwice
 
 __all__ = ["Fallback", "run_parallel"]
 
@@ -243,7 +244,7 @@ def run_parallel(run, jobs: int, progress=None, every: float = 0.5) -> tuple[dic
                 if run.twins is not None:
                     try:
                         relay(s)
-                    except Exception:  # (a twin's signal set twice)
+                    except SignalSetTwice:
                         failed = True
                         continue
                 if status == K.BLOCKED:

@@ -95,6 +95,9 @@ class SimResult:
     output_dtypes: dict[str, str] = field(default_factory=dict)
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time: encode, issue, log, functional
     violations: int = 0
+    # channels with instructions whose streams the timing pass ran; the others were twins of one
+    # of them (sim/twins.py: identical streams, handed its state)
+    channels_run: int | None = None
 
     # ---- per-instruction times ---------------------------------------------------------------
     def times(self, stream: int | str) -> StreamTimes:

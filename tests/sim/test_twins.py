@@ -188,3 +188,14 @@ def test_an_erroneous_program_gives_the_plain_runs_error(label, monkeypatch):
         calls.clear()
         assert _streamed(hw, ss, prog, jobs, True, monkeypatch) == plain, jobs
         assert calls == [True, False]  # with twins, stopped at the error; again without
+
+
+def test_the_result_counts_the_channels_run(monkeypatch):
+    hw, prog, ss = _compiled("micro/gemv-4096-hbm2-64ch", "naive")
+    busy = [c for c, s in enumerate(ss.channels) if len(s)]
+    leaders = {sim.twins.Twins.of(hw, ss.channels).leader[c] for c in busy}
+    for on, expected in ((True, len(leaders)), (False, len(busy))):
+        monkeypatch.setenv("PIMSAT_TWINS", "1" if on else "0")
+        res = sim.simulate(hw, ss, prog, functional=False, record=False)
+        assert res.channels_run == expected
+    assert len(leaders) < len(busy)
