@@ -73,7 +73,14 @@ def _count_runs(monkeypatch) -> list[bool]:
     return calls
 
 
-@pytest.mark.parametrize("name,method", CASES)
+ROW_CASES = CASES + [
+    ("micro/gemv-4096-hbm3-32pch", "greedy"),
+    ("micro/attention-gqa-llama3-c2048-hbm2-64ch", "greedy"),
+    ("micro/gemv-4096-b4-hbm2-64ch", "cpsat"),
+]
+
+
+@pytest.mark.parametrize("name,method", ROW_CASES)
 def test_a_twin_encodes_its_leaders_rows_but_for_its_sig_ids(name, method):
     """The decoder's PartTwin keys against the rows themselves."""
     hw, _prog, ss = _compiled(name, method)
