@@ -56,21 +56,22 @@ def test_twins_give_the_plain_runs_bytes(name, method, monkeypatch):
     assert tw is not None and tw.twins(), "no twins: the test would compare a run with itself"
     n = max(len(s) for s in ss.channels)
     monkeypatch.setattr(sim.engine, "SLICE", max(3, n // 5))  # SIGs relayed slice after slice
+    # (a run with twins that stopped would give the plain run's bytes from its second run)
+    _against_plain(hw, ss, prog, "ok", [True], monkeypatch)
+
+
+def _against_plain(hw, ss, prog, kind: str, runs: list[bool], monkeypatch) -> None:
+    """The plain run's outcome is `kind`; with twins, on one thread and two, the same outcome,
+    from sim.engine._timing runs with (True) and without (False) twins as `runs` says."""
     plain = _streamed(hw, ss, prog, 1, False, monkeypatch)
-    assert plain[0] == "ok", plain
-    calls = _count_runs(monkeypatch)
-    for jobs in (1, 2):
-        calls.clear()
-        assert _streamed(hw, ss, prog, jobs, True, monkeypatch) == plain, jobs
-        assert calls == [True], "the run with twins stopped: the bytes are the plain run's"
-
-
-def _count_runs(monkeypatch) -> list[bool]:
-    """Per sim.engine._timing call from now on: whether it ran with twins."""
+    assert plain[0] == kind, plain
     calls: list[bool] = []
     real = sim.engine._timing
     monkeypatch.setattr(sim.engine, "_timing", lambda *a: (calls.append(a[-1] is not None), real(*a))[1])
-    return calls
+    for jobs in (1, 2):
+        calls.clear()
+        assert _streamed(hw, ss, prog, jobs, True, monkeypatch) == plain, jobs
+        assert calls == runs, jobs
 
 
 ROW_CASES = CASES + [
@@ -188,13 +189,7 @@ def test_an_erroneous_program_gives_the_plain_runs_error(label, monkeypatch):
     tw = sim.twins.Twins.of(hw, ss.channels)
     assert tw is not None and tw.twins()
     monkeypatch.setattr(sim.engine, "SLICE", 64)
-    plain = _streamed(hw, ss, prog, 1, False, monkeypatch)
-    assert plain[0] == "error", plain
-    calls = _count_runs(monkeypatch)
-    for jobs in (1, 2):
-        calls.clear()
-        assert _streamed(hw, ss, prog, jobs, True, monkeypatch) == plain, jobs
-        assert calls == [True, False]  # with twins, stopped at the error; again without
+    _against_plain(hw, ss, prog, "error", [True, False], monkeypatch)  # stopped at the error; again without
 
 
 def test_the_result_counts_the_channels_run(monkeypatch):
