@@ -46,7 +46,8 @@ class SignalSetTwice(Exception):
 
 class Twins:
     """leader[c]: the channel run for channel c (c itself for a leader and for channels without
-    instructions); relay: per leader, its SIG ids in order and each twin's id at that SIG."""
+    instructions; on a shared bus, the same member of the leader pair); relay: per leader, its
+    SIG ids in order and each twin's id at that SIG."""
 
     def __init__(self, leader: list[int], relay: dict[int, tuple[list[int], list[list[int]]]]):
         self.leader = leader
@@ -76,13 +77,14 @@ class Twins:
             unit = tuple(keys[c] for c in members) + (len(members),)
             lead = first.setdefault(unit, u)
             for c in members:
-                leader[c] = lead + (c - u)
+                if len(channels[c]):  # (an empty member runs nothing either way)
+                    leader[c] = lead + (c - u)
         if all(leader[c] == c for c in range(n)):
             return None
         relay: dict[int, tuple[list[int], list[list[int]]]] = {}
         for c in range(n):
             lead = leader[c]
-            if lead == c or not len(channels[c]):
+            if lead == c:
                 continue
             mine, theirs = channels[c].twin_signals(), channels[lead].twin_signals()
             if lead not in relay:

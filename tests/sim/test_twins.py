@@ -201,3 +201,21 @@ def test_the_result_counts_the_channels_run(monkeypatch):
         res = sim.simulate(hw, ss, prog, functional=False, record=False)
         assert res.channels_run == expected
     assert len(leaders) < len(busy)
+
+
+def test_classes_come_from_part_keys_by_pairs_on_a_shared_bus():
+    """Channels 0-7: streams of one part, A or B by key, with distinct SIG ids; 5 and 7 empty."""
+    from hwmodel import load_hardware
+
+    def stream(key: str, sid: int) -> LazyStream:
+        part = (1, lambda: [make("SIG", id=sid)], lambda lo, hi, out: None, PartTwin((key,), (), sid))
+        return LazyStream([part], width=11)
+
+    chans = [stream("A", 1), stream("B", 2), stream("A", 3), stream("B", 4), stream("A", 5), [], stream("A", 7), []]
+    shared = sim.twins.Twins.of(load_hardware("hbm2-pim", ["organization.channels=8"]), chans)
+    assert shared.leader == [0, 1, 0, 1, 4, 5, 4, 7]  # (4, 5) is not (0, 1): its partner is empty
+    assert shared.twins() == [2, 3, 6]
+    assert shared.relay == {0: ([1], [[3]]), 1: ([2], [[4]]), 4: ([5], [[7]])}
+    own = sim.twins.Twins.of(load_hardware("gddr6-aim", ["organization.channels=8"]), chans)
+    assert own.leader == [0, 1, 0, 1, 0, 5, 0, 7]
+    assert own.relay == {0: ([1], [[3, 5, 7]]), 1: ([2], [[4]])}  # (per SIG: every twin's id)
