@@ -191,17 +191,17 @@ def run_parallel(run, jobs: int, progress=None, every: float = 0.5) -> tuple[dic
         finally:
             gate.leave()
 
+    def gated_write(fn) -> None:
+        """fn() while the signal array does not grow (kernels may run)."""
+        gate.enter()
+        try:
+            fn()
+        finally:
+            gate.leave()
+
     def relay(s: int) -> None:
         """The SIGs of channel s's twins that it has set (sim/twins.py), from this thread."""
-
-        def write(fn) -> None:
-            gate.enter()
-            try:
-                fn()
-            finally:
-                gate.leave()
-
-        run.relay(s, lock=gated.lock, grow=lambda: gate.grow(signals.grow), write=write)
+        run.relay(s, lock=gated.lock, grow=lambda: gate.grow(signals.grow), write=gated_write)
 
     blocked: dict[int, int] = {}
     ready = [C] + [c for c in range(C) if run.runs(c)]

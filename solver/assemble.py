@@ -152,7 +152,7 @@ def streams(
     if encode is not None:
         signal_rows = _SignalRows(encode)
     host: list[tuple[int, int, int, Callable[[], list[Instruction]]]] = []
-    for k, pt in enumerate(order):
+    for ti, pt in enumerate(order):
         chans = channels_of(pt.resource)
         timed = {ch: len(pt.per_channel.get(ch, (list, ()))[1]) for ch in chans}  # commands per channel
         shared = _Shared(len(chans), sum(1 for k in timed.values() if k)) if chans != [HOST_STREAM] else None
@@ -194,9 +194,9 @@ def streams(
             # channels of the task with the same table (its key in the task's cache) at the same
             # relative issue cycles (one object per timing) and the same WAITs encode the same rows,
             # but for the id of their SIG (sim/twins.py runs one of them for all)
-            body = pt.per_channel.get(ch)
+            own = pt.per_channel.get(ch)  # (emit, relative issue cycles, table, table key)
             twin = PartTwin(
-                (k, body[3], id(body[1])) if body else (k,),
+                (ti, own[3], id(own[1])) if own else (ti,),
                 waits,
                 sig,
                 shared.read_rows if timed[ch] else None,
