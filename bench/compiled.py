@@ -8,10 +8,19 @@ from pimsat.pipeline import DEFAULT_CACHE, SolveOptions, solve
 from solver.decode import decode
 
 
-def compile_lazily(path: str, method: str):
-    """(hardware, compiled program) of the instance at `path` solved by `method`."""
+def solved(path: str, method: str):
+    """(hardware, program, a function that decodes the solution afresh) of the instance at
+    `path` solved by `method`. A decoded program's streams keep state while they are read (a
+    task's tables, until its last channel has read them): a second run of the same streams
+    rebuilds tables the first one let go, so runs to compare each get a fresh decode."""
     inst = load_instance(path)
     program, hw = inst.build_program(), inst.build_hardware([], None)
     problem, lowering = DEFAULT_CACHE.lowered(inst, hw, program, SolveOptions().groups).for_method(method)
     solution, _ = solve(problem, SolveOptions(method=method))
-    return hw, decode(problem, lowering, solution, placements=False, lazy=True)
+    return hw, program, lambda: decode(problem, lowering, solution, placements=False, lazy=True)
+
+
+def compile_lazily(path: str, method: str):
+    """(hardware, compiled program) of the instance at `path` solved by `method`."""
+    hw, _program, decoded = solved(path, method)
+    return hw, decoded()

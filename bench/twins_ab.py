@@ -1,6 +1,6 @@
 """Twin channels on and off, side by side: the streamed timing run `compare --timing-only` makes,
-with `PIMSAT_TWINS=0` and with twins (sim/twins.py), on the same compiled program, runs
-alternating; the results must be equal.
+with `PIMSAT_TWINS=0` and with twins (sim/twins.py), on the same solution, runs alternating,
+each on a fresh decode of it (outside the timed call); the results must be equal.
 
     .venv/bin/python bench/twins_ab.py INSTANCE [--methods naive,greedy] [--jobs 2] [--repeat 3]
 
@@ -17,10 +17,9 @@ import statistics
 import time
 
 import numpy as np
-from compiled import compile_lazily
+from compiled import solved
 
 import sim
-from pimsat.instance import load_instance
 
 FIELDS = ("counts", "bank_bursts", "pu_macs", "row_hits", "row_misses", "refreshes", "host_events")
 
@@ -39,17 +38,16 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
-    program = load_instance(a.instance).build_program()
     print(f"{'method':8} {'busy':>5} {'run':>5} {'plain s':>9} {'twins s':>9} {'ratio':>7}  same")
     for method in a.methods.split(","):
-        hw, compiled = compile_lazily(a.instance, method)
-        ss = compiled.streams
+        hw, program, decoded = solved(a.instance, method)
         walls: dict[str, list[float]] = {"0": [], "1": []}
         seen: dict[str, tuple] = {}
         run = None
         for _ in range(a.repeat):
             for mode in ("0", "1"):
                 os.environ["PIMSAT_TWINS"] = mode
+                ss = decoded().streams
                 t0 = time.perf_counter()
                 res = sim.simulate(hw, ss, program, functional=False, record=False, jobs=a.jobs)
                 walls[mode].append(time.perf_counter() - t0)
