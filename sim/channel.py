@@ -118,13 +118,16 @@ OCC_WIDTH = 5
     ST_BUSYC,
     ST_OCCWHOLE,
     ST_OCCLAST,
-) = range(14)
-ST_LEN = 14  # ST_BUSYR / ST_BUSYC: the first record of `busy` on the row / column bus not yet behind
+    ST_SEEN,
+) = range(15)
+ST_LEN = 15  # ST_BUSYR / ST_BUSYC: the first record of `busy` on the row / column bus not yet behind
 # ST_OCCWHOLE: 1 if the buffer's last record holds whole instructions (from the first command of
 # its instruction O_INSTR to the last of ST_OCCLAST, the ones between in stream order). The next
 # instruction, if it is ST_OCCLAST + 1, of the same command and its sweep continues the record's
 # progression, joins it (a MAC every 4 cycles over many one-MAC instructions is one record); a
 # collision's instruction is then found by counting commands from O_INSTR (sim/pairs.py).
+# ST_SEEN: bitmask of the commands the channel has met so far; the binding candidates (bstart,
+# bidx: see _bind_rows) are the timing rows that can bind once those commands have issued.
 # error codes
 (
     E_NONE,
@@ -220,6 +223,43 @@ def _requirement(
             m >>= 1
             u += 1
     return best, brow, bunit, bprev
+
+
+@njit
+def _bind_rows(seen, rows_start, rows_idx, prev, scope, lat, win, bstart, bidx):
+    """The rows that can bind an earliest cycle once the commands of bitmask `seen` may have
+    issued: bidx[bstart[c]:bstart[c + 1]] for command c, in the table's order. A row is left out
+    if its earlier command is not in `seen` (its time is NEG: it cannot bind), or if another row
+    of c with the same earlier command, no window, a scope containing its scope (a command's
+    latest issue over a scope is at least its latest over a scope inside it) and a longer latency
+    (or the same, coming first) is kept: that row's requirement is never below this one's, and
+    the first row reaching the maximum is kept, so the earliest cycle and the binding row are
+    those of every row. Errors walk every row (rows_start, rows_idx). Runs once per new command
+    of a channel (a plain DRAM stream leaves the PIM rows out: RD 11 rows -> 6 on hbm2-pim)."""
+    j = 0
+    for c in range(NCMD):
+        bstart[c] = j
+        for i in range(rows_start[c], rows_start[c + 1]):
+            k = rows_idx[i]
+            if not (seen >> prev[k]) & 1:
+                continue
+            kept = True
+            if win[k] == 0:
+                for i2 in range(rows_start[c], rows_start[c + 1]):
+                    k2 = rows_idx[i2]
+                    if (
+                        i2 != i
+                        and win[k2] == 0
+                        and prev[k2] == prev[k]
+                        and scope[k2] >= scope[k]
+                        and (lat[k2] > lat[k] or (lat[k2] == lat[k] and i2 < i))
+                    ):
+                        kept = False
+                        break
+            if kept:
+                bidx[j] = k
+                j += 1
+    bstart[NCMD] = j
 
 
 @njit(inline=True)
@@ -485,6 +525,8 @@ def run_channel(
     err,
     occ,
     busy,
+    bstart,
+    bidx,
 ):
     nb, ncol, nrow = hwp[HWP_NB], hwp[HWP_NCOL], hwp[HWP_NROW]
     ngb, nacc, trefi, maxp, sync, tgb = (
@@ -500,6 +542,9 @@ def run_channel(
     occcap = occ.shape[0] // OCC_WIDTH
     nbusy, actw = hwp[HWP_BUSY], hwp[HWP_ACTW]
     fast = hwp[HWP_WALK] == 0
+    # the rows an earliest cycle reads: the binding candidates (_bind_rows), or every row (walk)
+    fstart = bstart if fast else rows_start
+    fidx = bidx if fast else rows_idx
     lu = NCMD * hwp[HWP_NU]  # where the LATEST records start in `last`
     # the rows with a window (tFAW) are rows wlo..whi-1 or fewer (no array is made here: an
     # allocation, or a builtin such as max, links numba's numpy and builtin modules into the
@@ -626,6 +671,9 @@ def run_channel(
             return FULL
         # ---- first command: earliest legal cycle ------------------------------------------
         ready = st[ST_BUS] + 1
+        if fast and not (st[ST_SEEN] >> c) & 1:  # a command new to the channel: its rows can bind
+            st[ST_SEEN] |= 1 << c
+            _bind_rows(st[ST_SEEN], rows_start, rows_idx, tprev, tscope, tlat, twin, bstart, bidx)
         req, brow, bunit, bprev = _requirement(
             c,
             mask,
@@ -636,8 +684,8 @@ def run_channel(
             last,
             ring,
             rhead,
-            rows_start,
-            rows_idx,
+            fstart,
+            fidx,
             tprev,
             tscope,
             tlat,
@@ -746,8 +794,8 @@ def run_channel(
                         last,
                         ring,
                         rhead,
-                        rows_start,
-                        rows_idx,
+                        fstart,
+                        fidx,
                         tprev,
                         tscope,
                         tlat,
@@ -923,6 +971,9 @@ def new_state(tab, n_instr: int, log: np.ndarray | None) -> dict[str, np.ndarray
         occ=np.zeros(OCC_CHUNK * OCC_WIDTH if hwp[HWP_BUSREC] else OCC_WIDTH, dtype=i64),
         occ_parts=[],
         busy=np.zeros(OCC_WIDTH, dtype=i64),  # (yield_to sets a partner's records)
+        # the binding candidates (_bind_rows): none until the channel's first command
+        bstart=np.zeros(NCMD + 1, dtype=i64),
+        bidx=np.zeros(max(R, 1), dtype=i64),
     )
 
 
@@ -1015,4 +1066,6 @@ def _call(tab, prog: np.ndarray, s: dict[str, np.ndarray], sig: np.ndarray) -> i
         s["err"],
         s["occ"],
         s["busy"],
+        s["bstart"],
+        s["bidx"],
     )

@@ -2,7 +2,9 @@
 when that issue touched one of the units of the command at hand), and the per-unit times it lets
 a run of one command on the same banks defer, against the unit-by-unit walk (HWP_WALK, which
 defers nothing): every issue time, stall and error the same on random legal and illegal
-streams."""
+streams. The walk also reads every timing row, the shortcut only the binding candidates of the
+commands met so far (`_bind_rows`), so the same comparison checks that those give the earliest
+cycle and the binding row every row gives."""
 
 from __future__ import annotations
 
@@ -14,15 +16,20 @@ from hwmodel import load_hardware
 from hwmodel.isa import make
 from hwmodel.table import encode_stream
 from sim import channel as K
-from sim.timing import compile_tables
+from sim.timing import CMD, compile_tables
 
 HW = {p: load_hardware(p, ["organization.channels=1"]) for p in ("hbm2-pim", "gddr6-aim", "hbm3-pim")}
 REPEATABLE = ("RD", "WR", "MAC", "WRGB", "RDACC", "PRE")
 COMPARED = ("issue", "lastc", "done", "stall", "counts", "openrow", "gbready", "brefs", "err", "viol")
 
 
+KINDS = ["ACT", "PRE", "RD", "WR", "MAC", "WRGB", "RDACC", "REF"]
+
+
 def _stream(hw, draw):
-    """Unstamped commands on random bank sets, legal bank states; some stamped too early."""
+    """Unstamped commands on random bank sets, legal bank states; some stamped too early. The
+    commands are of a random subset of the kinds (plain DRAM traffic, PIM traffic, all)."""
+    kinds = draw(st.sampled_from([KINDS, ["ACT", "PRE", "RD", "WR", "REF"], ["ACT", "PRE", "MAC", "WRGB", "RDACC"]]))
     org = hw.organization
     per_unit = hw.pim.banks_per_pu
     units = org.banks_per_channel // per_unit
@@ -32,7 +39,7 @@ def _stream(hw, draw):
         if out and out[-1].op in REPEATABLE and draw(st.integers(0, 2)) == 0:
             out.append(out[-1])  # a run of one command on the same banks (its per-unit times deferred)
             continue
-        kind = draw(st.sampled_from(["ACT", "PRE", "RD", "WR", "MAC", "WRGB", "RDACC", "REF"]))
+        kind = draw(st.sampled_from(kinds))
         # a mask of banks, at most one per PIM unit (MAC's rule), drawn from a small set of
         # shapes so that later commands often share units with earlier ones (and often not)
         offset = draw(st.integers(0, per_unit - 1))
@@ -148,3 +155,44 @@ def test_an_error_inside_a_run_names_the_run_s_latest_issue():
     assert err[K.ERR_CODE] == K.E_TIMING and (err[K.ERR_NEEDED], err[K.ERR_ACTUAL]) == (5, 4)
     for k in COMPARED:
         assert np.array_equal(fast[k], walk[k]), k
+
+
+def _candidates(hw, seen: list[str]) -> dict[str, list[str]]:
+    tab = compile_tables(hw)
+    start, idx = np.zeros(K.NCMD + 1, dtype=np.int64), np.zeros(tab.rows, dtype=np.int64)
+    bits = sum(1 << CMD[c] for c in seen)
+    K._bind_rows(bits, tab.rows_start, tab.rows_idx, tab.prev, tab.scope, tab.lat, tab.win, start, idx)
+    return {c: [tab.names[k] for k in idx[start[i] : start[i + 1]]] for c, i in CMD.items()}
+
+
+def test_binding_candidates_leave_out_rows_of_commands_not_met_and_dominated_rows():
+    hw = HW["hbm2-pim"]
+    tab = compile_tables(hw)
+    dram = _candidates(hw, ["ACT", "PRE", "RD", "WR", "REF"])
+    every = _candidates(hw, list(CMD))
+    for c, i in CMD.items():
+        rows = [tab.names[k] for k in tab.rows_idx[tab.rows_start[i] : tab.rows_start[i + 1]]]
+        assert set(dram[c]) <= set(every[c]) <= set(rows)
+        # every row with a window is a candidate once its earlier command is met
+        assert all(r in every[c] for r in rows if "window" in r)
+        assert not any(r.split("->")[0] in ("MAC", "WRGB", "RDACC", "REFSB") for r in dram[c])
+    assert len(dram["RD"]) < len(every["RD"]) < tab.rows_start[CMD["RD"] + 1] - tab.rows_start[CMD["RD"]]
+    # nothing met yet: no candidate at all
+    assert all(v == [] for v in _candidates(hw, []).values())
+
+
+def test_a_row_dominated_by_a_longer_one_over_a_wider_scope_is_no_candidate():
+    """Two rows RD->RD: bank_group 4 and channel 6; the channel row's requirement is never below
+    the bank-group row's (RD's latest issue over the channel is at least its latest over a group
+    inside it), so only it is a candidate; with 4 and 2 both are, and with equal latencies too
+    (the bank-group row comes first: where both reach the maximum, it is the binding row)."""
+    start, idx = np.zeros(K.NCMD + 1, dtype=np.int64), np.zeros(2, dtype=np.int64)
+    rd = CMD["RD"]
+    rows_start = np.array([0] * (rd + 1) + [2] * (K.NCMD - rd), dtype=np.int64)
+    prev, scope, win = np.array([rd, rd]), np.array([1, 3]), np.zeros(2, dtype=np.int64)
+    for lat, kept in (([4, 6], [1]), ([4, 4], [0, 1]), ([4, 2], [0, 1])):
+        K._bind_rows(1 << rd, rows_start, np.arange(2), prev, scope, np.array(lat), win, start, idx)
+        assert list(idx[start[rd] : start[rd + 1]]) == kept, lat
+    # the same scope, the same latency: the first row only
+    K._bind_rows(1 << rd, rows_start, np.arange(2), prev, np.array([3, 3]), np.array([5, 5]), win, start, idx)
+    assert list(idx[start[rd] : start[rd + 1]]) == [0]
