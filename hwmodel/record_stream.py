@@ -23,10 +23,12 @@ from .isa_codec import (
     MAX_FIELDS,
     RECORD_BYTES,
     RECORD_DTYPE,
+    UNSTAMPED,
     decode_records,
     isa_version_tuple,
     layout_arrays,
 )
+from .jit import JIT, njit
 from .table import OPCODES, WIDTH, table_from_fields
 
 #: records per window read from a file or converted at once
@@ -93,6 +95,44 @@ def first_bad_record(rec: np.ndarray) -> int | None:
     if not bad.any():
         return None
     return int(np.argmax(bad))
+
+
+@njit
+def _scan(words, pad_lo, pad_hi, zero_bad, kind_ok, max_stamp, out):
+    """first_problems' loop over (n, 3) int64 words (cycle, lo, hi: the records' bits)."""
+    for i in range(words.shape[0]):
+        cyc, lo, hi = words[i, 0], words[i, 1], words[i, 2]
+        if out[0] < 0 and cyc != -1 and (cyc < 0 or cyc > max_stamp):  # (-1: unstamped; < 0: >= 2**63)
+            out[0] = i
+        code = lo & 255
+        if out[1] < 0 and ((lo & pad_lo[code]) != 0 or (hi & pad_hi[code]) != 0 or (zero_bad and code == 0)):
+            out[1] = i
+        if out[1] < 0 and out[2] < 0 and not kind_ok[code]:
+            out[2] = i
+        if out[0] >= 0 and out[1] >= 0:
+            break
+
+
+def first_problems(rec: np.ndarray, kind_ok: np.ndarray, max_stamp: int) -> tuple[int, int, int]:
+    """Indices (-1: none) in records `rec` of the first stamp beyond max_stamp (not unstamped),
+    the first record `first_bad_record` refuses, and the first record before any refused one
+    whose opcode byte kind_ok[byte] does not allow; one compiled pass where numba is present."""
+    out = np.full(3, -1, dtype=np.int64)
+    if not JIT:  # (plain Python on millions of records: numpy instead)
+        over = (rec["cycle"] != np.uint64(UNSTAMPED)) & (rec["cycle"] > np.uint64(max_stamp))
+        bad = first_bad_record(rec)
+        wrong = ~kind_ok[(rec["lo"][:bad] & np.uint64(0xFF)).astype(np.int64)]
+        return (
+            int(np.argmax(over)) if over.any() else -1,
+            -1 if bad is None else bad,
+            int(np.argmax(wrong)) if wrong.any() else -1,
+        )
+    words = np.ascontiguousarray(rec).view(np.int64).reshape(-1, 3)
+    _scan(words, _PAD_LO_I, _PAD_HI_I, _ZERO_BAD, kind_ok, max_stamp, out)
+    return int(out[0]), int(out[1]), int(out[2])
+
+
+_PAD_LO_I, _PAD_HI_I = _PAD_LO.view(np.int64), _PAD_HI.view(np.int64)
 
 
 class RecordStream(Sequence):

@@ -22,9 +22,9 @@ import numpy as np
 from .atomic import name_path, write_dir_atomically  # noqa: F401  (write_dir_atomically: re-exported)
 from .isa import ISA, ISA_VERSION
 from .isa_asm import format_stream
-from .isa_codec import HEADER_BYTES, UNSTAMPED, bad_record, encode_stream, read_header
+from .isa_codec import HEADER_BYTES, bad_record, encode_stream, read_header
 from .readers import parse_json, read_text
-from .record_stream import RecordStream, first_bad_record
+from .record_stream import RecordStream, first_problems
 from .streams import Placement, ProgramDigest, StreamSet
 
 MANIFEST = "manifest.json"
@@ -219,20 +219,16 @@ def _check_records(path: Path, stream: RecordStream, kind: str, expected: int) -
     meets them: a stamp beyond the clock, a malformed record, the count, a misplaced instruction."""
     late = bad = misplaced = None
     for a, rec in stream.windows():
-        if late is None:
-            over = (rec["cycle"] != np.uint64(UNSTAMPED)) & (rec["cycle"] > np.uint64(MAX_STAMP))
-            if over.any():
-                k = int(np.argmax(over))
-                late = (a + k, int(rec["cycle"][k]))
-        if bad is None:
-            k = first_bad_record(rec)
-            if k is not None:
-                bad = a + k
-                bad_error = bad_record(rec, k, a)
-        if misplaced is None and bad is None:
-            wrong = ~_KIND_OK[kind][(rec["lo"] & np.uint64(0xFF)).astype(np.int64)]
-            if wrong.any():
-                misplaced = a + int(np.argmax(wrong))
+        k_late, k_bad, k_wrong = first_problems(rec, _KIND_OK[kind], MAX_STAMP)
+        if late is None and k_late >= 0:
+            late = (a + k_late, int(rec["cycle"][k_late]))
+        if bad is None and k_bad >= 0:
+            bad = a + k_bad
+            bad_error = bad_record(rec, k_bad, a)
+        if misplaced is None and bad is None and k_wrong >= 0:
+            misplaced = a + k_wrong
+        if late is not None and bad is not None:
+            break
     if late is not None:
         raise StreamsError(
             f"{path}: instruction {late[0]}: cycle stamp {late[1]} beyond {MAX_STAMP} (the simulator's 64-bit clock)"

@@ -74,3 +74,36 @@ def test_a_file_is_read_a_window_at_a_time(tmp_path):
     assert rs[2999] == instrs[2999] and rs[100:103] == instrs[100:103]
     assert np.array_equal(record_rows(HW, rs, 500, 2500), encode_table(HW, instrs)[500:2500])
     assert rs.sha256() == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@fast
+@given(st.lists(instructions(), min_size=1, max_size=40), st.data())
+def test_the_compiled_record_check_finds_what_numpy_finds(instrs, data):
+    """first_problems (one compiled pass, what the readers use) against its numpy form (without
+    numba): the first stamp beyond the limit, record with padding bits or an unknown opcode, and
+    record of the other stream's kind, on records with random such faults."""
+    import hwmodel.record_stream as RS
+    from hwmodel.streams_io import _KIND_OK, MAX_STAMP
+
+    rec = encode_records(instrs)
+    for _ in range(data.draw(st.integers(0, 3))):
+        i = data.draw(st.integers(0, len(rec) - 1))
+        fault = data.draw(st.sampled_from(["late", "huge", "pad_lo", "pad_hi", "opcode"]))
+        if fault == "late":
+            rec["cycle"][i] = np.uint64(MAX_STAMP + 1)
+        elif fault == "huge":
+            rec["cycle"][i] = np.uint64((1 << 64) - 2)  # (>= 2**63: negative as the compiled pass reads it)
+        elif fault == "pad_lo":
+            rec["lo"][i] |= np.uint64(1 << 63)
+        elif fault == "pad_hi":
+            rec["hi"][i] |= np.uint64(1 << 63)
+        else:
+            rec["lo"][i] = (rec["lo"][i] & ~np.uint64(0xFF)) | np.uint64(data.draw(st.integers(0, 255)))
+    for kind in ("channel", "host"):
+        compiled = RS.first_problems(rec, _KIND_OK[kind], MAX_STAMP)
+        jit, RS.JIT = RS.JIT, False
+        try:
+            plain = RS.first_problems(rec, _KIND_OK[kind], MAX_STAMP)
+        finally:
+            RS.JIT = jit
+        assert compiled == plain, kind
