@@ -266,14 +266,22 @@ def _bind_rows(seen, rows_start, rows_idx, prev, scope, lat, win, bstart, bidx):
 def _push(c, mask, gmask, rmask, tz, t, hwp, last, ring, rhead, prev, scope, win, wbase, wprev, wlo, whi):
     """Record command c issued at t in every unit it touches (and in window rings)."""
     nb, ng, nr, nu = hwp[HWP_NB], hwp[HWP_NG], hwp[HWP_NR], hwp[HWP_NU]
-    for s in range(4):
-        lo, m = _units(s, mask, gmask, rmask, nb, ng, nr, tz)
-        u = lo
-        while m:
-            if m & 1:
-                last[c * nu + u] = t
-            m >>= 1
-            u += 1
+    one = mask & (mask - 1) | gmask & (gmask - 1) | rmask & (rmask - 1)
+    if one == 0 and mask != 0 and gmask != 0 and rmask != 0:  # one bank (per-command traffic): no walk
+        q = c * nu
+        last[q + (tz & 255)] = t
+        last[q + nb + ((tz >> 8) & 255)] = t
+        last[q + nb + ng + (tz >> 16)] = t
+        last[q + nb + ng + nr] = t
+    else:
+        for s in range(4):
+            lo, m = _units(s, mask, gmask, rmask, nb, ng, nr, tz)
+            u = lo
+            while m:
+                if m & 1:
+                    last[c * nu + u] = t
+                m >>= 1
+                u += 1
     q = NCMD * nu + c * LATEST
     last[q], last[q + 1], last[q + 2], last[q + 3] = t, mask, gmask, rmask
     if wprev[c]:
