@@ -869,8 +869,8 @@ def run_channel(
             _access_stats(amask, acmd, abursts, nb, firstacc, bbursts, hits, misses, pumacs, pu_of)
             amask, abursts = 0, 0
         if c == ACT or c == PRE:
-            m = mask
-            b = 0
+            b = tz & 255  # (the lowest bank of mask)
+            m = mask >> b
             while m:  # the banks of mask, lowest first
                 if m & 1:
                     if c == ACT:
