@@ -216,6 +216,13 @@ class ProgramDigest:
         self._h.update(len(encoded_stream).to_bytes(8, "little"))
         self._h.update(encoded_stream)
 
+    def begin(self, encoded_bytes: int) -> None:
+        """`add` in pieces: the encoding's length in bytes now, then its bytes with `update`."""
+        self._h.update(encoded_bytes.to_bytes(8, "little"))
+
+    def update(self, piece: bytes) -> None:
+        self._h.update(piece)
+
     def add_stream(self, stream: Sequence[Instruction]) -> None:
         """`add` of the stream's encoding; a stream held as records (RecordStream) is fed in
         chunks of its records, without building the bytes or any instruction."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import astuple, fields
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,16 @@ import numpy as np
 from .atomic import name_path, write_dir_atomically  # noqa: F401  (write_dir_atomically: re-exported)
 from .isa import ISA, ISA_VERSION
 from .isa_asm import format_stream
-from .isa_codec import HEADER_BYTES, bad_record, encode_stream, read_header
+from .isa_codec import (
+    HEADER,
+    HEADER_BYTES,
+    MAGIC,
+    RECORD_BYTES,
+    bad_record,
+    encode_records,
+    isa_version_tuple,
+    read_header,
+)
 from .readers import parse_json, read_text
 from .record_stream import RecordStream, first_problems
 from .streams import Placement, ProgramDigest, StreamSet
@@ -89,6 +99,43 @@ def _write_file(path: Path, data: bytes | str) -> None:
         raise
 
 
+#: instructions formatted and encoded at a time: a stream is written a window at a time, so the
+#: writer's memory does not grow with the program (a LazyStream builds its parts as it goes)
+WRITE_WINDOW = 1 << 16
+
+
+def _write_stream(asm: Path, binary: Path, stream, header: str, digest: ProgramDigest) -> None:
+    """The stream's assembly and binary files, written together in one pass over the stream (a
+    lazy stream builds its instructions once), WRITE_WINDOW instructions at a time; the binary
+    encoding is fed to `digest` as it goes (`ProgramDigest.add` of the whole: its length first)."""
+    head = HEADER.pack(MAGIC, *isa_version_tuple(), len(stream))
+    digest.begin(len(head) + len(stream) * RECORD_BYTES)
+    digest.update(head)
+    path = asm
+    try:
+        with open(asm, "w") as fa, open(binary, "wb") as fb:
+            fa.write(format_stream([], header=header))
+            path = binary
+            fb.write(head)
+            it = iter(stream)
+            while part := list(islice(it, WRITE_WINDOW)):
+                path = asm
+                fa.write(format_stream(part))
+                path = binary
+                data = encode_records(part).tobytes()
+                digest.update(data)
+                fb.write(data)
+            path = asm
+            fa.flush()
+            os.fsync(fa.fileno())
+            path = binary
+            fb.flush()
+            os.fsync(fb.fileno())
+    except OSError as e:  # a full disk's write() names no file: name it
+        name_path(e, path)
+        raise
+
+
 def _build(ss: StreamSet, tmp: Path, extra: dict[str, Any]) -> None:
     n = len(ss.channels)
     entries = []
@@ -96,11 +143,7 @@ def _build(ss: StreamSet, tmp: Path, extra: dict[str, Any]) -> None:
     digest = ProgramDigest(ss)
     for stem, stream, label in [*named, ("host", ss.host, "host")]:
         header = f"pimsat ISA {ss.isa_version} -- {ss.hardware} -- {label} stream, {len(stream)} instructions"
-        _write_file(tmp / f"{stem}.s", format_stream(stream, header=header))
-        data = encode_stream(stream)
-        digest.add(data)
-        _write_file(tmp / f"{stem}.bin", data)
-        del data
+        _write_stream(tmp / f"{stem}.s", tmp / f"{stem}.bin", stream, header, digest)
         entries.append({"asm": f"{stem}.s", "bin": f"{stem}.bin", "instructions": len(stream)})
     extra = {"program_sha256": digest.hexdigest(), **extra}
     manifest: dict[str, Any] = {

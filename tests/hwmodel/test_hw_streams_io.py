@@ -6,7 +6,9 @@ import pytest
 
 import hwmodel.streams_io as sio
 from hwmodel.isa import make
-from hwmodel.streams import Placement, StreamSet
+from hwmodel.isa_asm import format_stream
+from hwmodel.isa_codec import encode_stream
+from hwmodel.streams import Placement, StreamSet, program_digest
 from hwmodel.streams_io import StreamsError, read_streams, write_streams
 
 
@@ -97,7 +99,7 @@ def test_failure_leaves_nothing_half_written(tmp_path, monkeypatch, existing):
     if existing:
         write_streams(sample(1), tmp_path / "prog")
     calls = []
-    real = sio.encode_stream
+    real = sio.encode_records
 
     def flaky(instrs):
         calls.append(1)
@@ -105,12 +107,12 @@ def test_failure_leaves_nothing_half_written(tmp_path, monkeypatch, existing):
             raise OSError("disk full")
         return real(instrs)
 
-    monkeypatch.setattr(sio, "encode_stream", flaky)
+    monkeypatch.setattr(sio, "encode_records", flaky)
     with pytest.raises(OSError, match="disk full"):
         write_streams(sample(3), tmp_path / "prog")
     assert sorted(p.name for p in tmp_path.iterdir()) == (["prog"] if existing else [])
     if existing:
-        monkeypatch.setattr(sio, "encode_stream", real)
+        monkeypatch.setattr(sio, "encode_records", real)
         assert read_streams(tmp_path / "prog")[0] == sample(1)
 
 
@@ -184,6 +186,25 @@ def test_manifest_errors(tmp_path):
         read_streams(out)
     path.write_text(json.dumps(m))
     ss = sample()
-    (out / "host.bin").write_bytes(sio.encode_stream([make("ACT", mask=1, row=0)] * len(ss.host)))
+    (out / "host.bin").write_bytes(encode_stream([make("ACT", mask=1, row=0)] * len(ss.host)))
     with pytest.raises(StreamsError, match="host.bin: instruction 0: ACT is a channel-stream instruction"):
         read_streams(out)
+
+
+@pytest.mark.parametrize("window", [1, 2, 5, 1 << 16])
+def test_streams_are_written_a_window_at_a_time_as_one_piece(tmp_path, monkeypatch, window):
+    """The writer formats and encodes WRITE_WINDOW instructions at a time (its memory does not
+    grow with the program): the files and the program digest are those of the whole streams."""
+    monkeypatch.setattr(sio, "WRITE_WINDOW", window)
+    ss = sample(3)
+    out = write_streams(ss, tmp_path / "prog")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["program_sha256"] == program_digest(ss)
+    for i, stream in enumerate([*ss.channels, ss.host]):
+        entry = manifest["files"]["channels"][i] if i < len(ss.channels) else manifest["files"]["host"]
+        assert (out / entry["bin"]).read_bytes() == encode_stream(stream)
+        text = (out / entry["asm"]).read_text()
+        body = [line for line in text.splitlines(keepends=True) if not line.startswith("#")]
+        assert "".join(body) == format_stream(stream)
+        assert text.startswith("# pimsat ISA ")
+    assert read_streams(out)[0] == ss
