@@ -24,18 +24,32 @@ def _value_text(name: str, v: int) -> str:
     return f"0x{v:X}" if name in HEX_FIELDS else str(v)
 
 
+def _template(op: OpSpec) -> str:
+    """`str.format` template of an instruction's text: mnemonic, then name=value per field."""
+    fields = (f"{f.name}=0x{{:X}}" if f.name in HEX_FIELDS else f"{f.name}={{}}" for f in op.fields)
+    return " ".join([op.mnemonic, *fields])
+
+
+#: mnemonic -> (template, field count): one `format` call per line (a stream file has millions)
+_TEMPLATES: dict[str, tuple[str, int]] = {o.mnemonic: (_template(o), len(o.fields)) for o in ISA.ops}
+
+
 def format_instruction(instr: Instruction) -> str:
-    parts = [] if instr.cycle is None else [f"@{instr.cycle}"]
-    parts.append(instr.op)
-    parts.extend(f"{f.name}={_value_text(f.name, v)}" for f, v in zip(instr.spec.fields, instr.args))
-    return " ".join(parts)
+    template, n = _TEMPLATES[instr.op]
+    if len(instr.args) == n:
+        text = template.format(*instr.args)
+    else:  # (not a whole instruction: its fields as far as they go)
+        text = " ".join(
+            [instr.op, *(f"{f.name}={_value_text(f.name, v)}" for f, v in zip(instr.spec.fields, instr.args))]
+        )
+    return text if instr.cycle is None else f"@{instr.cycle} {text}"
 
 
 def format_stream(instrs: list[Instruction], header: str | None = None) -> str:
     """One line per instruction, newline-terminated; `header` lines are written as comments."""
     lines = [f"# {h}".rstrip() for h in header.splitlines()] if header else []
-    lines.extend(format_instruction(i) for i in instrs)
-    return "".join(line + "\n" for line in lines)
+    lines.extend(map(format_instruction, instrs))
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def _parse_int(text: str) -> int | None:
