@@ -164,7 +164,8 @@ def _solver_flags(fn):
     type=click.Path(),
     default=None,
     callback=nonempty,
-    help="Write report.json, streams/, schedule.json, trace.json.",
+    help="Write report.json, streams/, schedule.json, trace.json (for programs of at most 2 M channel "
+    "instructions: the command log it needs grows with the program), outputs/ (functional runs).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
 @click.option(
@@ -205,7 +206,7 @@ def solve(
     deterministic_time,
 ) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
-    from .pipeline import run
+    from .pipeline import TRACE_INSTRUCTIONS, run
     from .report import print_summary, report_dict
 
     if out:  # a second writer of this folder is refused now, not after the solve
@@ -230,7 +231,7 @@ def solve(
                 groups,
                 timing_only,
                 deterministic_time,
-                record=out is not None or command_level,
+                record=True if command_level else (None if out else False),
                 live=live,
                 sim_jobs=sim_jobs,
                 lower_jobs=lower_jobs,
@@ -275,7 +276,18 @@ def solve(
                 soft_wrap=True,  # one line whatever the terminal's width: scripts grep it
             )
         if out:
-            console.print(f"wrote {out}/report.json, streams/, schedule.json, trace.json, outputs/")
+            wrote = ["report.json", "streams/", "schedule.json"]
+            if getattr(r.sim, "log", None) is not None:
+                wrote.append("trace.json")
+            if getattr(r.sim, "outputs", None):
+                wrote.append("outputs/")
+            console.print(f"wrote {out}/" + ", ".join(wrote))
+            if getattr(r.sim, "log", None) is None:
+                n = sum(len(s) for s in r.compiled.streams.channels)
+                console.print(
+                    f"no trace.json: {n:,} channel instructions, over the {TRACE_INSTRUCTIONS:,} "
+                    "a command log is kept for"
+                )
     if rep["outputs_match"] is False:
         raise UserError(f"{inst.name}: simulated outputs differ from the reference (max |err| {rep['max_abs_error']})")
     if pytorch is not None and not (pytorch.outputs_match and pytorch.next_token_equal):

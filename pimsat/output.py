@@ -52,7 +52,12 @@ def write_outputs(r: RunResult, report: dict[str, Any], out: str | Path, trace: 
                 "hardware_spec": r.hardware.spec(),
                 "seed": r.instance.seed,
                 # what the compiler promised: `pimsat simulate` reports a program that runs otherwise
-                "compiled": {"method": r.solution.method, "predicted_cycles": r.compiled.predicted_cycles},
+                "compiled": {
+                    "method": r.solution.method,
+                    "predicted_cycles": r.compiled.predicted_cycles,
+                    # False: a timing-only compile (--timing-only), whose streams place no values
+                    "functional": bool(getattr(r.sim, "outputs", None)),
+                },
             },
         )
         outputs = getattr(r.sim, "outputs", None) or {}

@@ -40,6 +40,10 @@ use_oracle(_simulator_oracle)  # lowering and decoding time tasks with the simul
 
 # Functional simulation stores every resident value; above this many bytes we run timing-only.
 FUNCTIONAL_LIMIT_BYTES = 2 * 2**30
+# record=None keeps the command log (trace.json) for a program of at most this many channel
+# instructions: above, the log (a row per command) and the eagerly built streams grow with the
+# program (the Llama-2-7B b16 layer's greedy program, 11 M instructions: 7 GB, trace.json 122 MB)
+TRACE_INSTRUCTIONS = 2_000_000
 
 
 @dataclass
@@ -53,7 +57,9 @@ class SolveOptions:
     # run, whatever the load. None: the wall clock alone (not reproducible when it stops the search)
     deterministic_time: float | None = DEFAULT_WORK_BUDGET
     functional: bool | None = None  # None: functional when it fits FUNCTIONAL_LIMIT_BYTES
-    record: bool = True  # keep the simulator's command log (trace.json); timing-only runs without it are streamed
+    # keep the simulator's command log (trace.json); timing-only runs without it are streamed. None:
+    # only for a program of at most TRACE_INSTRUCTIONS channel instructions
+    record: bool | None = True
     progress: Callable[[float, int | None, int | None], None] | None = None
     sim_progress: Callable[[int, int], None] | None = None  # (instructions simulated, instructions), now and then
     sim_jobs: int = 1  # threads simulating channel streams at once (sim.simulate's jobs, 0: by size; same result)
@@ -386,6 +392,12 @@ def run(
     # encoded commands at a time: the program never sits in memory whole, and lockstep channels
     # share one encoding of their commands
     selected = select_program(problem, lowering, solved, functional=functional, lazy=not functional and not opts.record)
+    record = opts.record
+    if record is None:
+        streams = selected.compiled.streams if selected.compiled else None
+        record = streams is not None and sum(len(s) for s in streams.channels) <= TRACE_INSTRUCTIONS
+        if record and not functional:  # small: decoded again, whole, for the command log
+            selected = select_program(problem, lowering, solved, functional=functional, lazy=False)
     clock["decode"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -394,7 +406,7 @@ def run(
         program,
         selected.compiled,
         functional=functional,
-        record=opts.record,
+        record=record,
         values=instance.values,
         progress=opts.sim_progress,
         jobs=opts.sim_jobs,

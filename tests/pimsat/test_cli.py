@@ -281,3 +281,35 @@ def test_simulate_and_solve_with_jobs_give_the_serial_figures(tmp_path):
     errs = {j: invoke("simulate", out / "streams", "--jobs", j).output for j in "12"}
     # (the serial run resumes the stream made runnable last first: channel 1 here)
     assert errs["1"] == errs["2"] and "MAC" in errs["1"] and "channel 1" in errs["1"], errs
+
+
+def test_a_program_over_the_trace_limit_is_written_without_a_trace(tmp_path, monkeypatch):
+    """`solve --out` keeps the command log (trace.json) only for programs of at most
+    TRACE_INSTRUCTIONS channel instructions; above, the simulation is streamed (memory bounded)
+    and everything else is written as before: the same streams, the same report figures."""
+    import pimsat.pipeline as pipeline
+
+    small, large = tmp_path / "small", tmp_path / "large"
+    r = invoke("solve", GEMV, "--method", "greedy", "--timing-only", "--out", small)
+    assert r.exit_code == 0, r.output
+    assert (small / "trace.json").exists() and "no trace.json" not in r.output
+    monkeypatch.setattr(pipeline, "TRACE_INSTRUCTIONS", 10)
+    r = invoke("solve", GEMV, "--method", "greedy", "--timing-only", "--out", large)
+    assert r.exit_code == 0, r.output
+    assert not (large / "trace.json").exists()
+    assert "no trace.json:" in r.output and "over the 10 a command log is kept for" in r.output
+    for f in sorted((small / "streams").iterdir()):
+        if f.name != "manifest.json":
+            assert (large / "streams" / f.name).read_bytes() == f.read_bytes(), f.name
+    a, b = (json.loads((d / "report.json").read_text()) for d in (small, large))
+    for key in ("simulated_cycles", "objective_cycles", "hardware_bound_cycles", "violations", "stalls"):
+        assert a.get(key) == b.get(key), key
+    m1, m2 = (json.loads((d / "streams" / "manifest.json").read_text()) for d in (small, large))
+    assert m1["program_sha256"] == m2["program_sha256"]
+    r = invoke("simulate", large / "streams", "--timing-only", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["cycles"] == b["simulated_cycles"]
+    # a timing-only compile places no values: a functional simulation of it is refused in one line
+    r = invoke("simulate", large / "streams")
+    assert r.exit_code == 2
+    assert "compiled timing-only" in r.output and "add --timing-only" in r.output
+    assert len(r.output.strip().splitlines()) == 1
