@@ -282,7 +282,7 @@ def solve(
             if getattr(r.sim, "outputs", None):
                 wrote.append("outputs/")
             console.print(f"wrote {out}/" + ", ".join(wrote))
-            if getattr(r.sim, "log", None) is None:
+            if getattr(r.sim, "log", None) is None and r.compiled is not None:
                 n = sum(len(s) for s in r.compiled.streams.channels)
                 console.print(
                     f"no trace.json: {n:,} channel instructions, over the {TRACE_INSTRUCTIONS:,} "
