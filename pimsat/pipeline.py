@@ -393,11 +393,9 @@ def run(
     # share one encoding of their commands
     selected = select_program(problem, lowering, solved, functional=functional, lazy=not functional and not opts.record)
     record = opts.record
-    if record is None:
+    if record is None:  # (a lazy program's command log is the eager one's: the simulator reads the same rows)
         streams = selected.compiled.streams if selected.compiled else None
         record = streams is not None and sum(len(s) for s in streams.channels) <= TRACE_INSTRUCTIONS
-        if record and not functional:  # small: decoded again, whole, for the command log
-            selected = select_program(problem, lowering, solved, functional=functional, lazy=False)
     clock["decode"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()

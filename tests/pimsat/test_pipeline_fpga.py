@@ -115,3 +115,29 @@ def test_lowering_collects_young_objects_only_and_restores_the_collector(monkeyp
     with pytest.raises(ZeroDivisionError):
         pipeline.lower_program(inst.build_hardware([]), inst.build_program(), 1)
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("path", FPGA, ids=lambda p: p.stem)
+def test_a_lazy_programs_command_log_is_the_eager_ones(path):
+    """`solve --out` keeps the command log of a small timing-only program decoded lazily (as
+    LazyStreams: pipeline.run with record=None): the log and the written streams are those of
+    the program decoded whole."""
+    import numpy as np
+
+    from hwmodel.streams import program_digest
+    from pimsat import pipeline as P
+
+    inst = load_instance(path)
+    hw, program = inst.build_hardware([]), inst.build_program()
+    problem, lowering = P.DEFAULT_CACHE.lowered(inst, hw, program, 4, 1).for_method("greedy")
+    solved = P.solve_program(problem, SolveOptions(method="greedy"))
+    runs = []
+    for lazy in (False, True):
+        compiled = P.select_program(problem, lowering, solved, functional=False, lazy=lazy).compiled
+        res, _, _ = P.simulate_program(hw, program, compiled, functional=False, record=True, values=inst.values)
+        runs.append((res.log, program_digest(compiled.streams), type(compiled.streams.channels[0]).__name__))
+    (eager_log, eager_digest, eager_kind), (lazy_log, lazy_digest, lazy_kind) = runs
+    assert (eager_kind, lazy_kind) == ("list", "LazyStream")
+    assert np.array_equal(eager_log, lazy_log) and eager_digest == lazy_digest
+    r = run(inst, SolveOptions(method="greedy", functional=False, record=None))
+    assert r.sim.log is not None and np.array_equal(r.sim.log, eager_log)
