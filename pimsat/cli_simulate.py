@@ -33,13 +33,13 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
 
     streams, manifest = read_streams(streams_dir)
     hw, program, seed = manifest_inputs(streams_dir, manifest, preset, list(sets))
-    digest = _Digest(streams, manifest)  # hashed on the other core while the simulation runs
     functional = not timing_only and program is not None
     if functional and (manifest.get("compiled") or {}).get("functional") is False:
         raise UserError(
             f"{streams_dir}: compiled timing-only (`pimsat solve --timing-only`): its streams place no "
             "values in the banks, so only their timing can be simulated: add --timing-only"
         )
+    digest = _Digest(streams, manifest)  # hashed on the other core while the simulation runs
     state = inputs = None
     if functional:
         import ir
