@@ -30,6 +30,7 @@ from .options import (
     WORKERS,
     nonempty,
 )
+from .sizes import TRACE_INSTRUCTIONS
 
 METHODS = tuple(m.value for m in Method)
 TIERS = ("fpga", "llm", "micro", "small")  # instances/<tier>/ (instances/generate.py)
@@ -164,8 +165,9 @@ def _solver_flags(fn):
     type=click.Path(),
     default=None,
     callback=nonempty,
-    help="Write report.json, streams/, schedule.json, trace.json (for programs of at most 2 M channel "
-    "instructions: the command log it needs grows with the program), outputs/ (functional runs).",
+    help=f"Write report.json, streams/, schedule.json, trace.json (for programs of at most "
+    f"{TRACE_INSTRUCTIONS:,} channel instructions: the command log it needs grows with the program), "
+    "outputs/ (functional runs).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
 @click.option(
@@ -206,7 +208,8 @@ def solve(
     deterministic_time,
 ) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
-    from .pipeline import TRACE_INSTRUCTIONS, run
+    from . import pipeline
+    from .pipeline import run
     from .report import print_summary, report_dict
 
     if out:  # a second writer of this folder is refused now, not after the solve
@@ -285,7 +288,7 @@ def solve(
             if getattr(r.sim, "log", None) is None and r.compiled is not None:
                 n = sum(len(s) for s in r.compiled.streams.channels)
                 console.print(
-                    f"no trace.json: {n:,} channel instructions, over the {TRACE_INSTRUCTIONS:,} "
+                    f"no trace.json: {n:,} channel instructions, over the {pipeline.TRACE_INSTRUCTIONS:,} "
                     "a command log is kept for"
                 )
     if rep["outputs_match"] is False:

@@ -26,7 +26,7 @@ from solver.template import expand, templatable, template_problem
 
 from .instance import Instance
 from .options import DEFAULT_WORK_BUDGET
-from .sizes import format_bytes, resident_bytes
+from .sizes import TRACE_INSTRUCTIONS, format_bytes, resident_bytes
 
 
 def _simulator_oracle(hw: Hardware, instrs, yield_to=None):
@@ -40,10 +40,6 @@ use_oracle(_simulator_oracle)  # lowering and decoding time tasks with the simul
 
 # Functional simulation stores every resident value; above this many bytes we run timing-only.
 FUNCTIONAL_LIMIT_BYTES = 2 * 2**30
-# record=None keeps the command log (trace.json) for a program of at most this many channel
-# instructions: above, the log (a row per command) and the eagerly built streams grow with the
-# program (the Llama-2-7B b16 layer's greedy program, 11 M instructions: 7 GB, trace.json 122 MB)
-TRACE_INSTRUCTIONS = 2_000_000
 
 
 @dataclass

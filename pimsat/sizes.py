@@ -1,6 +1,13 @@
-"""Byte counts shown to users: what a program keeps in banks, and human-readable sizes."""
+"""Byte counts shown to users: what a program keeps in banks, and human-readable sizes; the
+program size above which `solve --out` keeps no command log."""
 
 from __future__ import annotations
+
+# A run keeps the command log (trace.json) for a program of at most this many channel
+# instructions when asked for it by size (SolveOptions.record=None, `solve --out`): above, the
+# log (a row per command) grows with the program (the Llama-2-7B b16 layer's greedy program, 11 M
+# instructions: 7 GB, trace.json 122 MB) and the run stays streamed instead
+TRACE_INSTRUCTIONS = 2_000_000
 
 
 def resident_bytes(program) -> int:
