@@ -234,7 +234,7 @@ def solve(
                 groups,
                 timing_only,
                 deterministic_time,
-                record=True if command_level else (None if out else False),
+                record=True if command_level else None,  # (the log: trace.json, the report's mac_stream)
                 live=live,
                 sim_jobs=sim_jobs,
                 lower_jobs=lower_jobs,

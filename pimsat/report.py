@@ -9,6 +9,7 @@ from rich.table import Table
 
 from solver.problem import ProofScope, Status
 
+from .mac_stream import describe, mac_stream
 from .pipeline import RunResult
 
 
@@ -82,6 +83,8 @@ def report_dict(r: RunResult) -> dict[str, Any]:
         "history": [list(h) for h in r.solution.history],
         "phase_seconds": {k: round(v, 3) for k, v in r.timings.items()},
         "functional": r.outputs_match is not None,
+        # the critical channel's makespan term by term (pimsat/mac_stream.py; runs with a command log)
+        "mac_stream": (None if getattr(sim, "log", None) is None else mac_stream(sim.log, r.hardware, int(sim.cycles))),
     }
 
 
@@ -116,6 +119,8 @@ def print_summary(rep: dict[str, Any], console: Console | None = None) -> None:
     t.add_row("mode bound (lowered modes)", cyc(rep["mode_bound_cycles"]))
     t.add_row("gap to hardware or mode bound", "—" if rep["gap"] is None else f"{rep['gap'] * 100:.2f} %")
     t.add_row("gap to hardware bound", "—" if rep["hardware_gap"] is None else f"{rep['hardware_gap'] * 100:.2f} %")
+    if rep.get("mac_stream"):
+        t.add_row("where the cycles go (MAC stream)", describe(rep["mac_stream"]))
     t.add_row(
         "outputs match reference",
         {True: "yes", False: "NO", None: "timing-only"}[rep["outputs_match"]]

@@ -1,0 +1,103 @@
+"""Where a program's cycles go, read off its command log: the MAC stream of its critical channel,
+term by term (issue 16: the distance between a program and its hardware bound, in the report).
+
+The critical channel is the one whose last MAC issues last (ties: the lowest). Its makespan is
+cut into
+
+    before the first MAC + MAC cycles + the gaps in the MAC stream + after the last MAC
+
+which sum to the program's simulated cycles exactly. MAC cycles: each MAC counts the time to
+the next one, at most the unit's MAC interval (`Hardware.mac_interval`), and the last one its
+interval; the rest of the time between two MACs is a gap, filed by the commands the channel
+issued inside it: the first kind in this order, refresh, read-outs, buffer loads, row changes,
+else a gap without commands (a timing row between MACs, a sync, the host). A gap is filed by
+what it holds, not by what caused it: a gap holding read-outs also holds whatever the channel
+waited for after them (on attention, the host's softmax before the context's first MAC). After
+the last MAC: until the channel's last command completes (read-outs, precharges, a refresh's
+tRFC), then until the program's end (the host's epilogue).
+
+Read next to the hardware bound's terms (`bound_terms`: its streaming term counts MAC cycles at
+the same rate plus what no placement avoids), it shows where a program spends the cycles above
+the bound.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import numpy as np
+
+from hwmodel.model import COMMANDS, Hardware, completion_cycles
+
+_CMD = {c: i for i, c in enumerate(COMMANDS)}
+
+
+class Span(StrEnum):
+    """The parts of the critical channel's makespan (keys of `mac_stream`'s result)."""
+
+    BEFORE = "before_first_mac"
+    MAC = "mac_cycles"
+    REFRESH = "gaps_with_refresh"
+    READOUT = "gaps_with_readouts"
+    LOAD = "gaps_with_loads"
+    ROW = "gaps_with_row_changes"
+    EMPTY = "gaps_without_commands"
+    TAIL = "after_last_mac"
+    HOST_TAIL = "after_channel_end"
+
+
+# a gap's name: the first of these kinds the channel issued inside it
+_GAP_KINDS = (
+    (Span.REFRESH, ("REF", "REFSB")),
+    (Span.READOUT, ("RDACC",)),
+    (Span.LOAD, ("WRGB", "WR", "RD")),
+    (Span.ROW, ("ACT", "PRE")),
+)
+
+
+def mac_stream(log: np.ndarray, hw: Hardware, makespan: int) -> dict[str, int] | None:
+    """{"channel", "macs", and every Span: cycles} of the critical channel (see the module), or
+    None for a log without MACs."""
+    is_mac = log["command"] == _CMD["MAC"]
+    if not is_mac.any():
+        return None
+    macs = log[is_mac]
+    last = {int(c): int(macs["cycle"][macs["channel"] == c].max()) for c in np.unique(macs["channel"])}
+    ch = min(last, key=lambda c: (-last[c], c))
+    own = log[log["channel"] == ch]
+    t = np.sort(own["cycle"][own["command"] == _CMD["MAC"]])
+    interval = hw.mac_interval
+    steps = np.diff(t)
+    spans = dict.fromkeys(Span, 0)
+    spans[Span.BEFORE] = int(t[0])
+    spans[Span.MAC] = int(np.minimum(steps, interval).sum()) + interval
+    others = own[own["command"] != _CMD["MAC"]]
+    for i in np.flatnonzero(steps > interval):
+        a, b = t[i], t[i + 1]
+        inside = set(others["command"][(others["cycle"] > a) & (others["cycle"] < b)].tolist())
+        kind = next((k for k, names in _GAP_KINDS if any(_CMD[n] in inside for n in names)), Span.EMPTY)
+        spans[kind] += int(b - a - interval)
+    done = np.array([completion_cycles(hw.timing)[c] for c in COMMANDS], dtype=np.int64)
+    end = max(int((own["cycle"] + done[own["command"]]).max()), int(t[-1]) + interval)
+    end = min(end, makespan)
+    spans[Span.TAIL] = end - int(t[-1]) - interval
+    spans[Span.HOST_TAIL] = makespan - end
+    return {"channel": ch, "macs": len(t), **{str(k): v for k, v in spans.items()}}
+
+
+def describe(ms: dict[str, int]) -> str:
+    """One line: the critical channel's makespan as its terms."""
+    names = {
+        Span.BEFORE: "before the first",
+        Span.REFRESH: "in gaps with refresh",
+        Span.READOUT: "in gaps with read-outs",
+        Span.LOAD: "in gaps with buffer loads",
+        Span.ROW: "in gaps with row changes",
+        Span.EMPTY: "in gaps without commands",
+        Span.TAIL: "after the last",
+        Span.HOST_TAIL: "host after the channel",
+    }
+    parts = [f"{ms[Span.MAC]:,} MAC ({ms['macs']:,} MACs)"]
+    parts += [f"{ms[k]:,} {v}" for k, v in names.items() if ms[k]]
+    total = sum(ms[str(k)] for k in Span)
+    return f"channel {ms['channel']}: " + " + ".join(parts) + f" = {total:,}"

@@ -1,0 +1,74 @@
+"""The report's `mac_stream`: the critical channel's makespan term by term, read off the command
+log; the terms sum to the simulated cycles, and each gap is named by what the channel issued in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwmodel import load_hardware
+from hwmodel.model import COMMANDS, completion_cycles
+from pimsat.instance import instance_files, load_instance
+from pimsat.mac_stream import Span, describe, mac_stream
+from pimsat.pipeline import SolveOptions, run
+from pimsat.report import report_dict
+from sim.result import LOG_DTYPE
+
+ROOT = Path(__file__).resolve().parents[2]
+HW = load_hardware("fpga-proto")
+CMD = {c: i for i, c in enumerate(COMMANDS)}
+
+
+def _log(rows):
+    log = np.zeros(len(rows), dtype=LOG_DTYPE)
+    for i, (cycle, ch, cmd) in enumerate(rows):
+        log[i]["cycle"], log[i]["channel"], log[i]["command"] = cycle, ch, CMD[cmd]
+    return log
+
+
+def test_each_gap_is_named_by_what_the_channel_issued_in_it():
+    iv = HW.mac_interval
+    done = completion_cycles(HW.timing)
+    rows = [(10, 0, "ACT"), (20, 0, "MAC"), (20 + iv, 0, "MAC")]  # back to back: no gap
+    t = 20 + iv
+    rows += [(t + 5, 0, "WRGB"), (t + 7, 0, "WRGB"), (t + 30, 0, "MAC")]  # a gap with loads
+    rows += [(t + 40, 0, "RDACC"), (t + 31, 0, "PRE"), (t + 60, 0, "MAC")]  # read-outs beat row changes
+    rows += [(t + 100, 0, "MAC")]  # a gap without commands
+    rows += [(t + 100 + iv + 3, 0, "PRE")]
+    rows += [(5, 1, "MAC"), (t + 50, 1, "MAC")]  # channel 1's last MAC is earlier: not critical
+    rows.sort()
+    end = max(c + done[cmd] for c, ch, cmd in rows if ch == 0)  # (its last MAC's or PRE's completion)
+    makespan = end + 20
+    ms = mac_stream(_log(rows), HW, makespan)
+    assert ms["channel"] == 0 and ms["macs"] == 5
+    assert ms[Span.BEFORE] == 20 and ms[Span.MAC] == 5 * iv
+    assert ms[Span.LOAD] == 30 - iv and ms[Span.READOUT] == 30 - iv and ms[Span.EMPTY] == 40 - iv
+    assert ms[Span.ROW] == ms[Span.REFRESH] == 0
+    assert ms[Span.TAIL] == end - (t + 100) - iv and ms[Span.HOST_TAIL] == 20
+    assert sum(ms[str(k)] for k in Span) == makespan
+    assert describe(ms).endswith(f"= {makespan:,}")
+
+
+def test_no_mac_no_stream():
+    assert mac_stream(_log([(0, 0, "ACT"), (9, 0, "RD")]), HW, 30) is None
+
+
+@pytest.mark.parametrize("path", instance_files(ROOT / "instances" / "fpga"), ids=lambda p: p.stem)
+def test_the_terms_sum_to_the_simulated_cycles(path):
+    r = run(load_instance(path), SolveOptions(method="cpsat", time_limit=10.0, record=True))
+    rep = report_dict(r)
+    ms = rep["mac_stream"]
+    macs = r.sim.log["command"] == CMD["MAC"]
+    if not macs.any():  # (a host-run GEMV)
+        assert ms is None
+        return
+    assert sum(ms[str(k)] for k in Span) == rep["simulated_cycles"]
+    assert ms["macs"] == int((r.sim.log["channel"][macs] == ms["channel"]).sum())
+    assert ms[Span.MAC] <= ms["macs"] * r.hardware.mac_interval
+
+
+def test_a_streamed_run_has_no_stream():
+    r = run(load_instance(ROOT / "instances/fpga/gemv-64x128-fpga.yaml"), SolveOptions(functional=False, record=False))
+    assert report_dict(r)["mac_stream"] is None
