@@ -62,8 +62,8 @@ def mac_stream(log: np.ndarray, hw: Hardware, makespan: int) -> dict[str, int] |
     if not is_mac.any():
         return None
     macs = log[is_mac]
-    last = {int(c): int(macs["cycle"][macs["channel"] == c].max()) for c in np.unique(macs["channel"])}
-    ch = min(last, key=lambda c: (-last[c], c))
+    latest = macs["cycle"].max()
+    ch = int(macs["channel"][macs["cycle"] == latest].min())  # (whose last MAC issues last; ties: the lowest)
     own = log[log["channel"] == ch]
     t = np.sort(own["cycle"][own["command"] == _CMD["MAC"]])
     interval = hw.mac_interval
@@ -72,9 +72,11 @@ def mac_stream(log: np.ndarray, hw: Hardware, makespan: int) -> dict[str, int] |
     spans[Span.BEFORE] = int(t[0])
     spans[Span.MAC] = int(np.minimum(steps, interval).sum()) + interval
     others = own[own["command"] != _CMD["MAC"]]
+    order = np.argsort(others["cycle"], kind="stable")
+    ocyc, ocmd = others["cycle"][order], others["command"][order]
     for i in np.flatnonzero(steps > interval):
         a, b = t[i], t[i + 1]
-        inside = set(others["command"][(others["cycle"] > a) & (others["cycle"] < b)].tolist())
+        inside = set(ocmd[np.searchsorted(ocyc, a, "right") : np.searchsorted(ocyc, b, "left")].tolist())
         kind = next((k for k, names in _GAP_KINDS if any(_CMD[n] in inside for n in names)), Span.EMPTY)
         spans[kind] += int(b - a - interval)
     done = np.array([completion_cycles(hw.timing)[c] for c in COMMANDS], dtype=np.int64)
