@@ -108,6 +108,10 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         "stall_cycles": {k: int(v) for k, v in sorted(summary["stalls"].items(), key=lambda kv: -kv[1]) if v},
         **compiled,
     }
+    if res.log is not None:  # (a run that kept the command log: the critical channel term by term)
+        from .mac_stream import mac_stream
+
+        out["mac_stream"] = mac_stream(res.log, hw, int(res.cycles))
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:

@@ -55,6 +55,9 @@ def test_solve_writes_outputs_and_simulate_reproduces(tmp_path):
     assert r.exit_code == 0, r.output
     sim = json.loads(r.output)
     assert sim["cycles"] == rep["simulated_cycles"] and sim["outputs_match"] is True
+    # the run kept its command log: the critical channel term by term, as solve reported it
+    assert sim["mac_stream"] == rep["mac_stream"]
+    assert sum(v for k, v in sim["mac_stream"].items() if k not in ("channel", "macs")) == sim["cycles"]
     assert (tmp_path / "cmds.csv").read_text().startswith("cycle,command,channel")
 
 
@@ -308,6 +311,8 @@ def test_a_program_over_the_trace_limit_is_written_without_a_trace(tmp_path, mon
     assert m1["program_sha256"] == m2["program_sha256"]
     r = invoke("simulate", large / "streams", "--timing-only", "--json")
     assert r.exit_code == 0 and json.loads(r.output)["cycles"] == b["simulated_cycles"]
+    assert "mac_stream" not in json.loads(r.output)  # (a streamed run keeps no log)
+    assert a["mac_stream"] is not None and b["mac_stream"] is None
     # a timing-only compile places no values: a functional simulation of it is refused in one line
     r = invoke("simulate", large / "streams")
     assert r.exit_code == 2
