@@ -121,7 +121,11 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
 
         t = Table(title=f"pimsat simulate — {streams_dir}", show_header=False)
         for k, v in out.items():
-            if isinstance(v, dict):
+            if k == "mac_stream" and v:
+                from .mac_stream import describe
+
+                v = describe(v)
+            elif isinstance(v, dict):
                 v = ", ".join(f"{a} {b:,}" for a, b in list(v.items())[:8]) or "—"
             t.add_row(k.replace("_", " "), _cell(v, k))
         console.print(t)
