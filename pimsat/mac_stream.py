@@ -27,9 +27,9 @@ from enum import StrEnum
 
 import numpy as np
 
-from hwmodel.model import COMMANDS, Hardware, completion_cycles
-
-_CMD = {c: i for i, c in enumerate(COMMANDS)}
+from hwmodel.model import Hardware
+from sim.timing import CMD as _CMD
+from sim.timing import compile_tables
 
 
 class Span(StrEnum):
@@ -79,7 +79,7 @@ def mac_stream(log: np.ndarray, hw: Hardware, makespan: int) -> dict[str, int] |
         inside = set(ocmd[np.searchsorted(ocyc, a, "right") : np.searchsorted(ocyc, b, "left")].tolist())
         kind = next((k for k, names in _GAP_KINDS if any(_CMD[n] in inside for n in names)), Span.EMPTY)
         spans[kind] += int(b - a - interval)
-    done = np.array([completion_cycles(hw.timing)[c] for c in COMMANDS], dtype=np.int64)
+    done = compile_tables(hw).completion  # (per command: cycles from issue to completion)
     end = max(int((own["cycle"] + done[own["command"]]).max()), int(t[-1]) + interval)
     end = min(end, makespan)
     spans[Span.TAIL] = end - int(t[-1]) - interval
