@@ -77,10 +77,11 @@ def dot(x: np.ndarray, w: np.ndarray, e: int, max_block: int = 1 << 22) -> np.nd
 
 
 # ---- the PIM-capable ops, before their output rounding -----------------------------------------
-def pim_op(kind: str, attrs: dict, operands: list[np.ndarray], e: int) -> np.ndarray:
-    """The fp32 result of a gemv / attn_score / attn_context from its operand values."""
+def pim_op(kind: str, attrs: dict, operands: list[np.ndarray], e: int, k_cuts: tuple[int, ...] = ()) -> np.ndarray:
+    """The fp32 result of a gemv / attn_score / attn_context from its operand values (a gemv
+    split along k at `k_cuts`: see `gemv`)."""
     if kind == "gemv":
-        return gemv(operands[0], operands[1], operands[2] if len(operands) == 3 else None, e)
+        return gemv(operands[0], operands[1], operands[2] if len(operands) == 3 else None, e, k_cuts)
     if kind == "attn_score":
         return attn_score(attrs, operands[0], operands[1], e)
     if kind == "attn_context":
@@ -88,10 +89,20 @@ def pim_op(kind: str, attrs: dict, operands: list[np.ndarray], e: int) -> np.nda
     raise ValueError(f"{kind} is not a PIM-capable op")
 
 
-def gemv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, e: int) -> np.ndarray:
-    """x [..., K], w [N, K] -> fp32 [..., N]: dot, then + bias in fp32 (the epilogue)."""
+def gemv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, e: int, k_cuts: tuple[int, ...] = ()) -> np.ndarray:
+    """x [..., K], w [N, K] -> fp32 [..., N]: dot, then + bias in fp32 (the epilogue).
+
+    `k_cuts` (elements, burst boundaries): k is split there, each range's dot product
+    accumulated on its own (on other channels) and the partial sums added in fp32 in k order,
+    as their read-outs add into the staging (for two ranges the order does not matter)."""
     lead = x.shape[:-1]
-    y = dot(x.reshape(-1, x.shape[-1]), w, e).reshape(*lead, w.shape[0])
+    x2 = x.reshape(-1, x.shape[-1])
+    edges = (0, *k_cuts, x.shape[-1])
+    y = None
+    for a, b in zip(edges, edges[1:]):
+        part = dot(x2[:, a:b], w[:, a:b], e)
+        y = part if y is None else y + part
+    y = y.reshape(*lead, w.shape[0])
     if bias is not None:
         y = y + np.asarray(bias, dtype=F32)
     return y

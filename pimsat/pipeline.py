@@ -429,7 +429,7 @@ def bit_true_check(hw: Hardware, program: ir.Program, inputs, state, streams, re
     """Every tensor the simulated host holds against the bit-true model (exact)."""
     from sim import bittrue
 
-    model = bittrue.run(hw, program, inputs, state, bittrue.Dispatch.from_host_stream(program, streams.host))
+    model = bittrue.run(hw, program, inputs, state, bittrue.Dispatch.from_streams(program, streams))
     image = bittrue.bank_image(hw, program, model, changed=result.resident.stored_into)
     return bittrue.compare(program, result.host, model, banks=(result.resident, image))
 

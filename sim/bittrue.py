@@ -22,7 +22,7 @@ which staging element) is checked to the last bit, which the tolerance check can
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,9 +37,19 @@ from ir.types import as_stored, round_to
 @dataclass(frozen=True)
 class Dispatch:
     """Where each PIM-capable op runs: op name -> rows the host computes ((row0, rows) ranges;
-    absent: all in PIM; None: the whole op on the host)."""
+    absent: all in PIM; None: the whole op on the host); and the gemvs split along k over
+    channels: op name -> the elements where a range of k on other channels starts (its partial
+    sums meet in the staging, `numerics.gemv`)."""
 
     host: Mapping[str, tuple[tuple[int, int], ...] | None]
+    k_cuts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @staticmethod
+    def from_streams(program: Program, streams) -> Dispatch:
+        """`from_host_stream`, and the k cuts from where the program placed each gemv's weights:
+        the first k each channel holds of the matrix (0 on every channel of a row tiling)."""
+        host = Dispatch.from_host_stream(program, streams.host).host
+        return Dispatch(host, k_cuts(program, streams.placements))
 
     @staticmethod
     def from_host_stream(program: Program, host) -> Dispatch:
@@ -57,6 +67,27 @@ class Dispatch:
                     if rows is not None:
                         rows.append((ins.get("row0"), ins.get("rows")))
         return Dispatch({k: None if v is None else tuple(v) for k, v in out.items()})
+
+
+def k_cuts(program: Program, placements) -> dict[str, tuple[int, ...]]:
+    """Per gemv op whose weights some channel holds from a k other than 0: those first k's."""
+    of = {}
+    for op in program.ops:
+        if op.kind is OpKind.gemv:
+            of.setdefault(program.storage(op.inputs[1]), []).append(op.name)
+    first: dict[str, dict[int, int]] = {}
+    for p in placements:
+        if p.tensor in of:
+            k = p.elem_start % program.tensors[p.tensor].shape[-1]
+            held = first.setdefault(p.tensor, {})
+            held[p.channel] = min(k, held.get(p.channel, k))
+    out = {}
+    for tensor, held in first.items():
+        cuts = tuple(sorted(set(held.values()) - {0}))
+        if cuts:
+            for name in of[tensor]:
+                out[name] = cuts
+    return out
 
 
 def run(
@@ -93,7 +124,8 @@ def run(
                 ops[r] = round_to(pim, ops[r])
             else:  # the host copy that RD made of the banks
                 ops[r] = round_to(program.tensors[op.inputs[r]].dtype, round_to(pim, ops[r]))
-            return round_to(out_dtype, numerics.pim_op(op.kind.value, attrs, ops, e))
+            cuts = dispatch.k_cuts.get(op.name, ()) if device == "pim" else ()
+            return round_to(out_dtype, numerics.pim_op(op.kind.value, attrs, ops, e, cuts))
 
         if where is None:
             y = on("host")

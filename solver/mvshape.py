@@ -59,6 +59,15 @@ class MVShape:
     # attention over a head group (head_group): kv heads group0..group0+groups-1 of the op's
     # heads // heads_per_group (its matrices: every batch row of those kv heads)
     group0: int = 0
+    # gemv over a k range (k_range): elements k0..k0+k-1 of rows k_stride long (0: k, the whole
+    # row); the partial sums of the ranges meet in the output's staging (RDACC adds)
+    k0: int = 0
+    k_stride: int = 0
+
+    @property
+    def row_length(self) -> int:
+        """Elements of a whole matrix row (and input vector) in the flat tensors."""
+        return self.k_stride or self.k
 
     @property
     def ops(self) -> tuple[str, ...]:
@@ -101,7 +110,7 @@ class MVShape:
         """Flat index into the resident tensor of matrix m's element (row, k)."""
         if self.kind_key == "gemv":
             p = self.part_of(row)
-            return ((row - p.row0 + p.src0) if p else row) * self.k + k
+            return ((row - p.row0 + p.src0) if p else row) * self.row_length + self.k0 + k
         b, g = self.matrix_coords(m)
         base = (b * self.kv_heads + g) * self.max_ctx
         if self.kind_key == "score":
@@ -114,7 +123,7 @@ class MVShape:
 
     def vector_index(self, m: int, v: int, k: int) -> int:
         if self.kind_key == "gemv":
-            return v * self.k + k
+            return v * self.row_length + self.k0 + k
         b, g = self.matrix_coords(m)
         h = g * self.heads_per_group + v
         if self.kind_key == "score":
@@ -258,4 +267,16 @@ def row_range(shape: MVShape, lo: int, hi: int, name: str) -> MVShape:
         "gemv",
         batch=shape.batch,
         parts=tuple(parts),
+        k0=shape.k0,
+        k_stride=shape.k_stride,
     )
+
+
+def k_range(shape: MVShape, k0: int, k1: int, name: str) -> MVShape:
+    """Elements [k0, k1) of every row of a (possibly fused) gemv matrix as a matrix of its own:
+    the same rows, outputs and staging, a shorter reduction. A GEMV k-split is such ranges on
+    disjoint channels, whose read-outs add their partial sums into the same staging elements
+    (solver/ksplit.py)."""
+    if shape.kind_key != "gemv" or shape.k0 or shape.k_stride or not 0 <= k0 < k1 <= shape.k:
+        raise ValueError(f"k range [{k0}, {k1}) of {shape.op} ({shape.kind_key}, k {shape.k})")
+    return replace(shape, op=name, k=k1 - k0, k0=k0, k_stride=shape.k)
