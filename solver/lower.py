@@ -29,6 +29,7 @@ from .emit_mv import MVEmitter
 from .fusion import fusion_groups, host_chains
 from .head_groups import attention_head_group_modes, softmax_head_group_modes
 from .host_emit import emit_weight_read
+from .ksplit import k_halves, ksplit_modes
 from .layout import Layout
 from .mvshape import MVShape, fused_shape, mv_shape
 from .pair_bus import round_shift
@@ -48,6 +49,7 @@ class LowerOptions:
     host_gemv: bool = True  # offer host dispatch for gemv
     subsets: str = "all"  # "all" (every candidate subset) | "full" (only all groups)
     fuse: bool = True  # offer fused modes for gemvs that share their input
+    k_split: bool = True  # offer gemvs split along k over two halves of the groups (solver/ksplit.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "style", Style(self.style))  # accept the value's string too
@@ -372,41 +374,49 @@ class Lowerer:
             )
         return modes
 
-    def _unfused_modes(self, name: str, ops: list[str], style: str | None = None) -> list[Mode]:
+    def _unfused_modes(self, name: str, ops: list[str], style: str | None = None, k_split: bool = False) -> list[Mode]:
         """The ops of a fusion group run one after another, each on all groups (each epilogue as
         soon as its op is done). `style` other than the lowering's: the vendor-style (closed-page)
-        emission as an alternative, "unfused-closed[all]" (what `naive` runs for a fused group)."""
+        emission as an alternative, "unfused-closed[all]" (what `naive` runs for a fused group).
+        `k_split`: each op split along k over the two halves of the groups (solver/ksplit.py),
+        "unfused-ksplit[all]"."""
         try:
-            return self._unfused_modes_unchecked(name, ops, style or self.opt.style)
+            return self._unfused_modes_unchecked(name, ops, style or self.opt.style, k_split)
         except TooBig as e:
             self.too_big[name] = min(self.too_big.get(name, e.rows), e.rows)
             return []
 
-    def _unfused_modes_unchecked(self, name: str, ops: list[str], style: str) -> list[Mode]:
+    def _unfused_modes_unchecked(self, name: str, ops: list[str], style: str, k_split: bool) -> list[Mode]:
         tag = "unfused" if style == self.opt.style else "unfused-closed"
+        tag += "-ksplit" if k_split else ""
         index = {op.name: i for i, op in enumerate(self.p.ops)}
-        channels = tuple(c for g in self.groups for c in g.channels)
         tasks, edges, inputs, payloads, usage, roles = [], [], [], [], {}, {}
         prev_epi = None
-        for i, op in enumerate(ops):
+        for op in ops:
             shape = mv_shape(self.p, op)
-            _, layout = self.mv_timing(shape, channels, style, "mv")
-            per_group = self.group_timings(layout, "mv", style, [g.name for g in self.groups])
+            parts = k_halves(self, shape, op) if k_split else [(tuple(self.groups), shape)]
+            if parts is None:
+                return []
             epi = Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op]))
-            for g in self.groups:
-                tg = per_group[g.name]
-                t = Task(f"{name}/{tag}/{op}/{g.name}", g.name, tg.duration, self.refresh_credit(tg))
-                roles[t.name] = TaskRole(Role.MV, i)
-                tasks.append(t)
-                inputs.append(t.name)
-                edges.append(Edge(t.name, epi.name, self.hw.host.sync_cycles))
-                usage[g.name] = usage.get(g.name, 0) + layout.rows_per_bank
+            for groups, part in parts:
+                gnames = tuple(g.name for g in groups)
+                channels = tuple(c for g in groups for c in g.channels)
+                _, layout = self.mv_timing(part, channels, style, "mv")
+                per_group = self.group_timings(layout, "mv", style, gnames)
+                for g in gnames:
+                    tg = per_group[g]
+                    t = Task(f"{name}/{tag}/{op}/{g}", g, tg.duration, self.refresh_credit(tg))
+                    roles[t.name] = TaskRole(Role.MV, len(payloads))
+                    tasks.append(t)
+                    inputs.append(t.name)
+                    edges.append(Edge(t.name, epi.name, self.hw.host.sync_cycles))
+                    usage[g] = usage.get(g, 0) + layout.rows_per_bank
+                payloads.append(MVPayload(TilingKind.MV, op, part, gnames, channels, style))
             if prev_epi is not None:
                 edges.append(Edge(prev_epi.name, epi.name, 0))
             tasks.append(epi)
             roles[epi.name] = TaskRole(Role.EPI, op)
             prev_epi = epi
-            payloads.append(MVPayload(TilingKind.MV, op, shape, tuple(g.name for g in self.groups), channels, style))
         outputs = {op: f"{name}/{tag}/epi/{op}" for op in ops}  # each op's result after its own epilogue
         return [
             Mode(
@@ -497,6 +507,8 @@ class Lowerer:
                     modes += self._unfused_modes(name, members)
                     modes += self._unfused_modes(name, members, Style.NAIVE)
                     modes += split_modes(self, name, shape, "fused-split")
+                    modes += ksplit_modes(self, name, shape, "fused-ksplit")
+                    modes += self._unfused_modes(name, members, k_split=True)
                 else:
                     modes = self._unfused_modes(name, members)
                 jobs.append(self._job(name, covered, modes))
@@ -512,6 +524,7 @@ class Lowerer:
                     except TooBig:
                         pass
                     modes += split_modes(self, op.name, shape)
+                modes += ksplit_modes(self, op.name, shape)
             elif op.name in chains:
                 members = chains[op.name]
                 covered = list(members)
