@@ -14,7 +14,9 @@ fp16 or bf16, held in fp32) is computed burst by burst, E elements (one burst) a
    acc = fp32(acc + s_b), b = 0, 1, ...
 
 This holds wherever the dot product runs: in a PIM unit (MAC commands, one accumulator per
-output element; RDACC adds it to a zeroed fp32 staging element, which is exact) and in the host
+output element; RDACC adds it to a zeroed fp32 staging element, which is exact; a gemv split
+along k over two sets of channels, solver/ksplit.py, adds two such partial sums there, A + B in
+fp32, the same bits in either order) and in the host
 matrix unit (HMV rows; a gemv or attention run by HOP). The op-level results built from it
 (`gemv`, `attn_score`, `attn_context`) are then rounded once to the output dtype by the caller.
 """

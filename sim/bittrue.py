@@ -5,7 +5,8 @@ It evaluates the program in topological order like `ir.reference.run`, but with 
 arithmetic where it differs from the float reference:
 
 - a gemv, attn_score or attn_context takes its dot products from `hwmodel.numerics` (fp32
-  products, the burst adder tree, fp32 accumulation in burst order), then its epilogue in fp32
+  products, the burst adder tree, fp32 accumulation in burst order; a gemv whose weights the
+  program placed split along k, the halves' sums added in fp32), then its epilogue in fp32
   (+ bias, * 1/sqrt(head_dim)) and one rounding to the output dtype;
 - its operands are the values the hardware holds: run in PIM (the default), the vector is
   rounded to the PIM dtype (WRGB) and so is the resident matrix or kv cache (the memory image and
