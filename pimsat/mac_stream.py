@@ -30,6 +30,7 @@ import numpy as np
 from hwmodel.model import Hardware
 from sim.timing import CMD as _CMD
 from sim.timing import compile_tables
+from solver.bound_parts import StreamingParts
 
 
 class Span(StrEnum):
@@ -103,3 +104,39 @@ def describe(ms: dict[str, int]) -> str:
     parts += [f"{ms[k]:,} {v}" for k, v in names.items() if ms[k]]
     total = sum(ms[str(k)] for k in Span)
     return f"channel {ms['channel']}: " + " + ".join(parts) + f" = {total:,}"
+
+
+# the bound's parts (solver/bound_parts.py) and the spans of the program they stand against
+# (the gaps are one term: a gap is filed by what it holds, and a one-bank unit's buffer loads go
+# into its row changes, so the program's row-change and load gaps stand together against the
+# bound's row changes and boundaries)
+AGAINST = (
+    ("first", (Span.BEFORE,)),
+    ("mac", (Span.MAC,)),
+    ("gaps", (Span.ROW, Span.LOAD, Span.READOUT, Span.EMPTY)),
+    ("refresh_and_end", (Span.REFRESH, Span.TAIL, Span.HOST_TAIL)),
+    ("relaxation", ()),
+    ("other_term", ()),
+)
+
+
+def distance(ms: dict[str, int], parts: StreamingParts) -> dict:
+    """The program's cycles above its hardware bound, term by term: per part of the bound's
+    streaming count (`parts`, solver/bound_parts.py) the spans of the critical channel's MAC
+    stream that stand against it (`AGAINST`), both in cycles, and their difference. The bound's
+    `relaxation` and `other_term` have no span. The differences sum to the program's cycles
+    minus its hardware bound, exactly."""
+    rows = {}
+    for name, spans in AGAINST:
+        program = sum(ms[str(s)] for s in spans)
+        bound = getattr(parts, name, 0)
+        rows[name] = {"program": program, "bound": bound, "distance": program - bound}
+    program = sum(ms[str(s)] for s in Span)
+    bound = parts.total + parts.relaxation + parts.other_term
+    return {"view": parts.view, "terms": rows, "program": program, "bound": bound, "distance": program - bound}
+
+
+def describe_distance(d: dict) -> str:
+    """One line: the distance and its non-zero terms."""
+    terms = [f"{k.replace('_', ' ')} {v['distance']:+,}" for k, v in d["terms"].items() if v["distance"]]
+    return f"{d['distance']:+,} = " + ", ".join(terms) + f" ({d['view']} view)"

@@ -1,5 +1,7 @@
 """The report's `mac_stream`: the critical channel's makespan term by term, read off the command
-log; the terms sum to the simulated cycles, and each gap is named by what the channel issued in it."""
+log; the terms sum to the simulated cycles, and each gap is named by what the channel issued in it.
+The report's `distance`: those terms against the hardware bound's streaming parts
+(solver/bound_parts.py), summing to the program's cycles above its bound."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ import pytest
 
 from hwmodel import load_hardware
 from hwmodel.model import COMMANDS, completion_cycles
-from pimsat.instance import instance_files, load_instance
+from pimsat.instance import Instance, instance_files, load_instance
 from pimsat.mac_stream import Span, describe, mac_stream
 from pimsat.pipeline import SolveOptions, run
 from pimsat.report import report_dict
 from sim.result import LOG_DTYPE
+from solver.bound_parts import streaming_parts
+from solver.hardware_bound import Term, hardware_bound
 
 ROOT = Path(__file__).resolve().parents[2]
 HW = load_hardware("fpga-proto")
@@ -67,6 +71,56 @@ def test_the_terms_sum_to_the_simulated_cycles(path):
     assert sum(ms[str(k)] for k in Span) == rep["simulated_cycles"]
     assert ms["macs"] == int((r.sim.log["channel"][macs] == ms["channel"]).sum())
     assert ms[Span.MAC] <= ms["macs"] * r.hardware.mac_interval
+    d = rep["distance"]
+    assert d["program"] == rep["simulated_cycles"] and d["bound"] == rep["hardware_bound_cycles"]
+    assert d["distance"] == sum(t["distance"] for t in d["terms"].values()) == d["program"] - d["bound"]
+    assert sum(t["program"] for t in d["terms"].values()) == d["program"]
+    assert sum(t["bound"] for t in d["terms"].values()) == d["bound"]
+    assert all(t["bound"] >= 0 for k, t in d["terms"].items() if k != "relaxation")
+
+
+def test_the_distance_of_the_hbm2_anchor_by_hand():
+    """GEMV 4096 on hbm2-pim x64 (docs/results.md, the anchors): the bound's channel view counts
+    2,048 MACs x 4, the first load (WRGB -> MAC 19), 31 boundaries x 31 (MAC -> WRGB 16 + WRGB
+    -> MAC 19 - 4) and two REFs with their row commands and the end (732); the host's share of a
+    sliver of rows relaxes it by 133. The program's load blocks cost 45 each, not 31: the
+    distance is in the gaps (+436) and the relaxation (+133)."""
+    r = run(
+        load_instance(ROOT / "instances/micro/gemv-4096-hbm2-64ch.yaml"), SolveOptions(functional=False, record=True)
+    )
+    d = report_dict(r)["distance"]
+    assert d["view"] == "channel"
+    assert {k: t["bound"] for k, t in d["terms"].items()} == {
+        "first": 19,
+        "mac": 8192,
+        "gaps": 31 * 31,
+        "refresh_and_end": 732,
+        "relaxation": -133,
+        "other_term": 0,
+    }
+    assert {k: t["distance"] for k, t in d["terms"].items()} == {
+        "first": 15,
+        "mac": 0,
+        "gaps": 436,
+        "refresh_and_end": 24,
+        "relaxation": 133,
+        "other_term": 0,
+    }
+
+
+def test_a_bound_set_by_another_term_says_so():
+    """Where the critical path binds (three syncs of 60 on an attention chain), the parts of the
+    streaming count fall short of the bound by `other_term`."""
+    inst = Instance(
+        name="cp",
+        program={"kind": "attention", "heads": 2, "kv_heads": 2, "head_dim": 16, "context": 31},
+        hardware={"preset": "fpga-proto", "set": ["host.sync_cycles=60"]},
+    )
+    hw, program = inst.build_hardware(), inst.build_program()
+    hb = hardware_bound(hw, program)
+    parts = streaming_parts(hw, program, hb)
+    assert hb.binding is Term.CRITICAL_PATH and parts.other_term == hb.cycles - hb.as_dict()["streaming"] > 0
+    assert parts.total + parts.relaxation + parts.other_term == hb.cycles
 
 
 def test_a_streamed_run_has_no_stream():
