@@ -109,9 +109,10 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
         **compiled,
     }
     if res.log is not None:  # (a run that kept the command log: the critical channel term by term)
-        from .mac_stream import mac_stream
+        from .mac_stream import Held, mac_stream
 
-        out["mac_stream"] = mac_stream(res.log, hw, int(res.cycles))
+        held = (lambda ch: Held.of(streams.channels[ch], res.channel_times[ch])) if res.channel_times else None
+        out["mac_stream"] = mac_stream(res.log, hw, int(res.cycles), held)
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:

@@ -8,13 +8,15 @@ cut into
 
 which sum to the program's simulated cycles exactly. MAC cycles: each MAC counts the time to
 the next one, at most the unit's MAC interval (`Hardware.mac_interval`), and the last one its
-interval; the rest of the time between two MACs is a gap, filed by the commands the channel
-issued inside it: the first kind in this order, refresh, read-outs, buffer loads, row changes,
-else a gap without commands (a timing row between MACs, a sync, the host). A gap is filed by
-what it holds, not by what caused it: a gap holding read-outs also holds whatever the channel
-waited for after them (on attention, the host's softmax before the context's first MAC). After
-the last MAC: until the channel's last command completes (read-outs, precharges, a refresh's
-tRFC), then until the program's end (the host's epilogue).
+interval; the rest of the time between two MACs is a gap. Where the caller says when the channel
+sat at a WAIT for the host's signal (`held`: from the end of the instruction before the WAIT to
+its release), those cycles of the gaps, and of the time before the first MAC and after the last,
+are `waiting_for_sync`, whatever else the channel issued meanwhile (a REF pulled into the wait,
+say). The rest of a gap is filed by the commands the channel issued inside it: the first kind in
+this order, refresh, read-outs, buffer loads, row changes, else a gap without commands (a timing
+row between MACs). A gap is filed by what it holds, not by what caused it. After the last MAC:
+until the channel's last command completes (read-outs, precharges, a refresh's tRFC), then until
+the program's end (the host's epilogue).
 
 Read next to the hardware bound's terms (`bound_terms`: its streaming term counts MAC cycles at
 the same rate plus what no placement avoids), it shows where a program spends the cycles above
@@ -23,6 +25,7 @@ the bound.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 
 import numpy as np
@@ -38,6 +41,7 @@ class Span(StrEnum):
 
     BEFORE = "before_first_mac"
     MAC = "mac_cycles"
+    WAIT = "waiting_for_sync"
     REFRESH = "gaps_with_refresh"
     READOUT = "gaps_with_readouts"
     LOAD = "gaps_with_loads"
@@ -56,9 +60,54 @@ _GAP_KINDS = (
 )
 
 
-def mac_stream(log: np.ndarray, hw: Hardware, makespan: int) -> dict[str, int] | None:
+class Held:
+    """Cycles a channel sat at a WAIT: disjoint intervals [start, end), sorted; `within(x, y)`,
+    how many of the cycles in [x, y) (arrays of bounds) fall in them."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray):
+        self.starts = np.asarray(starts, dtype=np.int64)
+        self.lens = np.asarray(ends, dtype=np.int64) - self.starts
+        self.cum = np.concatenate([[0], np.cumsum(self.lens)])
+
+    def _before(self, t: np.ndarray) -> np.ndarray:
+        """Held cycles before cycle t."""
+        k = np.searchsorted(self.starts, t, "right")  # intervals starting at or before t
+        last = np.maximum(k - 1, 0)
+        partial = np.clip(t - self.starts[last], 0, self.lens[last]) if len(self.starts) else 0
+        return np.where(k > 0, self.cum[last] + partial, 0)
+
+    def within(self, x, y) -> np.ndarray:
+        x, y = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
+        if not len(self.starts):
+            return np.zeros_like(x)
+        return np.maximum(0, self._before(y) - self._before(x))
+
+    @staticmethod
+    def of(stream, times) -> Held:
+        """From a channel's instructions and their simulated StreamTimes: each WAIT holds the
+        channel from the cycle after the instruction before it last issued a command (from that
+        cycle when it was a SIG or WAIT, which take no bus cycle; 0 for the first) until its
+        release."""
+        ops = [ins.op for ins in stream]
+        spans = []
+        for i in (i for i, op in enumerate(ops) if op == "WAIT"):
+            start = int(times.last[i - 1]) + (ops[i - 1] not in ("SIG", "WAIT")) if i else 0
+            end = int(times.issue[i])
+            if end > start:
+                if spans and start <= spans[-1][1]:
+                    spans[-1][1] = max(spans[-1][1], end)
+                else:
+                    spans.append([start, end])
+        a = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+        return Held(a[:, 0], a[:, 1])
+
+
+def mac_stream(
+    log: np.ndarray, hw: Hardware, makespan: int, held: Callable[[int], Held] | None = None
+) -> dict[str, int] | None:
     """{"channel", "macs", and every Span: cycles} of the critical channel (see the module), or
-    None for a log without MACs."""
+    None for a log without MACs. `held(channel)`: when that channel sat at a WAIT (else no cycle
+    is filed as waiting)."""
     is_mac = log["command"] == _CMD["MAC"]
     if not is_mac.any():
         return None
@@ -69,21 +118,29 @@ def mac_stream(log: np.ndarray, hw: Hardware, makespan: int) -> dict[str, int] |
     t = np.sort(own["cycle"][own["command"] == _CMD["MAC"]])
     interval = hw.mac_interval
     steps = np.diff(t)
+    hold = held(ch) if held is not None else Held(np.zeros(0), np.zeros(0))
     spans = dict.fromkeys(Span, 0)
-    spans[Span.BEFORE] = int(t[0])
+    waited = int(hold.within(0, t[0]))
+    spans[Span.BEFORE] = int(t[0]) - waited
+    spans[Span.WAIT] += waited
     spans[Span.MAC] = int(np.minimum(steps, interval).sum()) + interval
     others = own[own["command"] != _CMD["MAC"]]
     order = np.argsort(others["cycle"], kind="stable")
     ocyc, ocmd = others["cycle"][order], others["command"][order]
-    for i in np.flatnonzero(steps > interval):
+    gaps = np.flatnonzero(steps > interval)
+    waits = hold.within(t[gaps] + interval, t[gaps + 1])
+    for i, w in zip(gaps, waits.tolist()):
         a, b = t[i], t[i + 1]
         inside = set(ocmd[np.searchsorted(ocyc, a, "right") : np.searchsorted(ocyc, b, "left")].tolist())
         kind = next((k for k, names in _GAP_KINDS if any(_CMD[n] in inside for n in names)), Span.EMPTY)
-        spans[kind] += int(b - a - interval)
+        spans[kind] += int(b - a - interval) - w
+        spans[Span.WAIT] += w
     done = compile_tables(hw).completion  # (per command: cycles from issue to completion)
     end = max(int((own["cycle"] + done[own["command"]]).max()), int(t[-1]) + interval)
     end = min(end, makespan)
-    spans[Span.TAIL] = end - int(t[-1]) - interval
+    waited = int(hold.within(int(t[-1]) + interval, end))
+    spans[Span.TAIL] = end - int(t[-1]) - interval - waited
+    spans[Span.WAIT] += waited
     spans[Span.HOST_TAIL] = makespan - end
     return {"channel": ch, "macs": len(t), **{str(k): v for k, v in spans.items()}}
 
@@ -92,6 +149,7 @@ def describe(ms: dict[str, int]) -> str:
     """One line: the critical channel's makespan as its terms."""
     names = {
         Span.BEFORE: "before the first",
+        Span.WAIT: "waiting for the host's signal",
         Span.REFRESH: "in gaps with refresh",
         Span.READOUT: "in gaps with read-outs",
         Span.LOAD: "in gaps with buffer loads",
@@ -114,6 +172,7 @@ AGAINST = (
     ("first", (Span.BEFORE,)),
     ("mac", (Span.MAC,)),
     ("gaps", (Span.ROW, Span.LOAD, Span.READOUT, Span.EMPTY)),
+    ("waiting_for_sync", (Span.WAIT,)),
     ("refresh_and_end", (Span.REFRESH, Span.TAIL, Span.HOST_TAIL)),
     ("relaxation", ()),
     ("other_term", ()),

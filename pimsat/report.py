@@ -10,7 +10,7 @@ from rich.table import Table
 from solver.bound_parts import streaming_parts
 from solver.problem import ProofScope, Status
 
-from .mac_stream import describe, describe_distance, distance, mac_stream
+from .mac_stream import Held, describe, describe_distance, distance, mac_stream
 from .pipeline import RunResult
 
 
@@ -38,7 +38,10 @@ def report_dict(r: RunResult) -> dict[str, Any]:
     bound = proven_bound(r)
     lb = r.bounds.cycles  # the best solver-free bound: hardware, or the mode bound of the task space
     model_obj, model_bound = r.solution.objective, r.solution.bound
-    ms = None if getattr(sim, "log", None) is None else mac_stream(sim.log, r.hardware, int(sim.cycles))
+    ms = None
+    if getattr(sim, "log", None) is not None:
+        streams, times = r.compiled.streams.channels, sim.channel_times
+        ms = mac_stream(sim.log, r.hardware, int(sim.cycles), lambda ch: Held.of(streams[ch], times[ch]))
     parts = None if ms is None else streaming_parts(r.hardware, r.program, r.bounds.hardware)
     return {
         "instance": r.instance.name,

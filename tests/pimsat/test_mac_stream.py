@@ -13,7 +13,7 @@ import pytest
 from hwmodel import load_hardware
 from hwmodel.model import COMMANDS, completion_cycles
 from pimsat.instance import Instance, instance_files, load_instance
-from pimsat.mac_stream import Span, describe, mac_stream
+from pimsat.mac_stream import Held, Span, describe, mac_stream
 from pimsat.pipeline import SolveOptions, run
 from pimsat.report import report_dict
 from sim.result import LOG_DTYPE
@@ -53,6 +53,28 @@ def test_each_gap_is_named_by_what_the_channel_issued_in_it():
     assert ms[Span.TAIL] == end - (t + 100) - iv and ms[Span.HOST_TAIL] == 20
     assert sum(ms[str(k)] for k in Span) == makespan
     assert describe(ms).endswith(f"= {makespan:,}")
+    # the channel sat at WAITs for 8 cycles before its first MAC, 12 inside the gap with loads and
+    # 15 across the gap without commands and the next: those cycles are waiting, the rest as before
+    held = Held(np.array([2, t + 10, t + 80]), np.array([10, t + 22, t + 100 + iv + 5]))
+    mw = mac_stream(_log(rows), HW, makespan, lambda ch: held)
+    assert mw[Span.WAIT] == 8 + 12 + (t + 100 - (t + 80)) + 5 and mw[Span.BEFORE] == 20 - 8
+    assert mw[Span.LOAD] == 30 - iv - 12 and mw[Span.EMPTY] == 40 - iv - 20
+    assert mw[Span.TAIL] == ms[Span.TAIL] - 5 and mw[Span.READOUT] == ms[Span.READOUT]
+    assert sum(mw[str(k)] for k in Span) == makespan
+
+
+def test_a_wait_holds_its_channel_from_the_instruction_before_it_to_its_release():
+    from hwmodel.isa import make
+    from sim.result import StreamTimes
+
+    stream = [make("WAIT", id=0), make("ACT", mask=1, row=0), make("WAIT", id=1), make("WAIT", id=2)]
+    stream += [make("PRE", mask=1), make("WAIT", id=3)]
+    times = StreamTimes(np.array([30, 31, 40, 60, 61, 62]), np.array([30, 35, 40, 60, 61, 62]), np.zeros(6))
+    held = Held.of(stream, times)
+    # [0, 30) before the first; [36, 40) after the ACT's last command, then [40, 60) (a WAIT takes
+    # no bus cycle: merged); the last WAIT released the cycle after the PRE: none
+    assert held.starts.tolist() == [0, 36] and (held.starts + held.lens).tolist() == [30, 60]
+    assert held.within([0, 35, 50], [100, 38, 55]).tolist() == [54, 2, 5]
 
 
 def test_no_mac_no_stream():
@@ -94,6 +116,7 @@ def test_the_distance_of_the_hbm2_anchor_by_hand():
         "first": 19,
         "mac": 8192,
         "gaps": 31 * 31,
+        "waiting_for_sync": 0,
         "refresh_and_end": 732,
         "relaxation": -133,
         "other_term": 0,
@@ -102,6 +125,7 @@ def test_the_distance_of_the_hbm2_anchor_by_hand():
         "first": 15,
         "mac": 0,
         "gaps": 436,
+        "waiting_for_sync": 0,
         "refresh_and_end": 24,
         "relaxation": 133,
         "other_term": 0,
