@@ -113,6 +113,14 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
 
         held = (lambda ch: Held.of(streams.channels[ch], res.channel_times[ch])) if res.channel_times else None
         out["mac_stream"] = mac_stream(res.log, hw, int(res.cycles), held)
+        if program is not None and out["mac_stream"]:  # ... against the hardware bound, term by term
+            from solver.bound_parts import streaming_parts
+            from solver.hardware_bound import hardware_bound
+
+            from .mac_stream import distance
+
+            parts = streaming_parts(hw, program, hardware_bound(hw, program))
+            out["distance"] = None if parts is None else distance(out["mac_stream"], parts)
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
@@ -126,6 +134,10 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
                 from .mac_stream import describe
 
                 v = describe(v)
+            elif k == "distance" and v:
+                from .mac_stream import describe_distance
+
+                v = describe_distance(v)
             elif isinstance(v, dict):
                 v = ", ".join(f"{a} {b:,}" for a, b in list(v.items())[:8]) or "—"
             t.add_row(k.replace("_", " "), _cell(v, k))

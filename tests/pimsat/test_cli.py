@@ -57,6 +57,7 @@ def test_solve_writes_outputs_and_simulate_reproduces(tmp_path):
     assert sim["cycles"] == rep["simulated_cycles"] and sim["outputs_match"] is True
     # the run kept its command log: the critical channel term by term, as solve reported it
     assert sim["mac_stream"] == rep["mac_stream"]
+    assert sim["distance"] == rep["distance"] and rep["distance"]["bound"] == rep["hardware_bound_cycles"]
     assert sum(v for k, v in sim["mac_stream"].items() if k not in ("channel", "macs")) == sim["cycles"]
     assert (tmp_path / "cmds.csv").read_text().startswith("cycle,command,channel")
 
