@@ -16,10 +16,12 @@ parts, in cycles of the busiest channel:
 - `refresh_and_end`: REFs with their row commands, and what follows the last MAC (read-out,
   sync, the least epilogue), as ChannelEnds stretches the work.
 
-They sum to `total`. The bound itself differs from it by `relaxation` (the host's share of
-gemvs, the search over shares; negative where they lower the count) and `other_term` (a larger
-term than streaming binds: the critical path, the host): parts + relaxation + other_term = the
-hardware bound, exactly.
+They sum to `total`. The bound itself differs from it by `relaxation` (the streaming term
+minus `total`: negative where the host's share of gemvs, or in the channel view the share of the
+gaps given to link reads, lowers the count; positive where the host's own work, which the
+streaming term's T must also cover, raises it) and `other_term` (a larger term than streaming
+binds: the critical path, the host): parts + relaxation + other_term = the hardware bound,
+exactly.
 """
 
 from __future__ import annotations
