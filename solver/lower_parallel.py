@@ -44,6 +44,7 @@ class Root:
 
     op: str
     work: int  # matrix elements x vectors: the emission's size, for balancing
+    gemv: bool = False  # (it also has k-split modes)
 
 
 def roots(program: Program) -> list[Root]:
@@ -60,7 +61,7 @@ def roots(program: Program) -> list[Root]:
             shape = mv_shape(program, op.name)
         key = (shape.kind_key, shape.matrices, shape.rows, shape.k, shape.vectors, op.name in fusion)
         if key not in seen:
-            seen[key] = Root(op.name, shape.matrices * shape.rows * shape.k * shape.vectors)
+            seen[key] = Root(op.name, shape.matrices * shape.rows * shape.k * shape.vectors, op.kind is OpKind.gemv)
     return sorted(seen.values(), key=lambda r: (-r.work, r.op))
 
 
@@ -92,7 +93,12 @@ def units(hw: Hardware, program: Program, options: tuple[LowerOptions, ...]) -> 
         full = max(counts)
         smaller = frozenset(counts - {full})
         out.append(Unit(r.op, ChannelPart(smaller, others=True), r.work * FULL_PART_WEIGHT))
-        out += [Unit(r.op, ChannelPart(frozenset({n})), r.work * full // n) for n in sorted(smaller)]
+        # a gemv's k-split modes (solver/ksplit.py) are tiled over half of the channels: that part
+        # emits them too, as many commands again as its row tilings
+        out += [
+            Unit(r.op, ChannelPart(frozenset({n})), r.work * full // n * (1 + (r.gemv and 2 * n == full)))
+            for n in sorted(smaller)
+        ]
     return sorted(out, key=lambda u: (-u.work, u.op, sorted(u.part.counts) if u.part else ()))
 
 
