@@ -24,11 +24,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hwmodel.host_costs import epilogue_chain_cycles
-
 from .mvshape import MVShape, k_range
 from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
-from .problem import HOST, Edge, Group, Mode, Task
+from .problem import Edge, Group, Mode, Task
 
 if TYPE_CHECKING:
     from .lower import Lowerer
@@ -61,15 +59,8 @@ def ksplit_modes(lw: Lowerer, name: str, shape: MVShape, tag_prefix: str = "kspl
     halves = k_halves(lw, shape, name)
     if halves is None:
         return []
-    index = {op.name: i for i, op in enumerate(lw.p.ops)}
     tag = f"{tag_prefix}[all]"
-    if len(shape.ops) > 1:  # a fused group's epilogues: one launch (EPI, then chained EPIs)
-        busy = epilogue_chain_cycles(hw, lw.p, [index[op] for op in shape.ops])
-        epi = Task(f"{name}/{tag}/epi", HOST, max(1, sum(busy)))
-        epi_role = TaskRole(Role.EPIS, tuple(shape.ops))
-    else:
-        epi = Task(f"{name}/{tag}/epi/{shape.ops[0]}", HOST, lw.host_cycles.epilogue(index[shape.ops[0]]))
-        epi_role = TaskRole(Role.EPI, shape.ops[0])
+    epi, epi_role = lw.epilogue_task(name, tag, shape)
     tasks, edges, inputs, roles, usage, payloads = [], [], [], {}, {}, []
     for i, (groups, half) in enumerate(halves):
         gnames = tuple(g.name for g in groups)

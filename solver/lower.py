@@ -298,6 +298,16 @@ class Lowerer:
         self.lowering.timings[key] = TaskTiming((), worst, worst)
         return worst
 
+    def epilogue_task(self, name: str, tag: str, shape: MVShape) -> tuple[Task, TaskRole]:
+        """The host task finishing mode `tag` of job `name` over `shape`, and its role: one
+        launch for a fused group (EPI, then chained EPIs), else the op's EPI."""
+        index = {op.name: i for i, op in enumerate(self.p.ops)}
+        if len(shape.ops) > 1:
+            busy = epilogue_chain_cycles(self.hw, self.p, [index[op] for op in shape.ops])
+            return Task(f"{name}/{tag}/epi", HOST, max(1, sum(busy))), TaskRole(Role.EPIS, tuple(shape.ops))
+        op = shape.ops[0]
+        return Task(f"{name}/{tag}/epi/{op}", HOST, self.host_cycles.epilogue(index[op])), TaskRole(Role.EPI, op)
+
     def _group(self, name: str) -> Group:
         return next(g for g in self.groups if g.name == name)
 

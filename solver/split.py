@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hwmodel.host_costs import epilogue_chain_cycles, mv_chain_cycles
+from hwmodel.host_costs import mv_chain_cycles
 
 from .mvshape import MVShape, row_range
 from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
@@ -96,13 +96,7 @@ def split_modes(lw: Lowerer, name: str, shape: MVShape, tag_prefix: str = "split
         hmvs = hmv_list(host_shape)
         busy = mv_chain_cycles(hw, lw.p, [(index[op], rows) for op, _r0, rows in hmvs])
         hmv = Task(f"{name}/{tag}/hmv", HOST, max(1, sum(busy)))
-        if len(shape.ops) > 1:
-            busy = epilogue_chain_cycles(hw, lw.p, [index[op] for op in shape.ops])
-            epi = Task(f"{name}/{tag}/epi", HOST, max(1, sum(busy)))
-            epi_role = TaskRole(Role.EPIS, tuple(shape.ops))
-        else:
-            epi = Task(f"{name}/{tag}/epi/{shape.ops[0]}", HOST, lw.host_cycles.epilogue(index[shape.ops[0]]))
-            epi_role = TaskRole(Role.EPI, shape.ops[0])
+        epi, epi_role = lw.epilogue_task(name, tag, shape)
         tasks, edges, inputs, roles = [], [], [], {}
         pim_by_group = lw.group_timings(pim_layout, "mv", lw.opt.style, gnames)
         rd_by_group = lw.group_timings(rd_layout, "rd", lw.opt.style, gnames)
