@@ -76,12 +76,14 @@ def k_cuts(program: Program, placements) -> dict[str, tuple[int, ...]]:
     for op in program.ops:
         if op.kind is OpKind.gemv:
             of.setdefault(program.storage(op.inputs[1]), []).append(op.name)
-    first: dict[str, dict[int, int]] = {}
+    row = {t: program.tensors[t].shape[-1] for t in of}  # (elements per matrix row)
+    first: dict[str, dict[int, int]] = {t: {} for t in of}
     for p in placements:
-        if p.tensor in of:
-            k = p.elem_start % program.tensors[p.tensor].shape[-1]
-            held = first.setdefault(p.tensor, {})
-            held[p.channel] = min(k, held.get(p.channel, k))
+        n = row.get(p.tensor)
+        if n is not None:
+            held, k = first[p.tensor], p.elem_start % n
+            if k < held.get(p.channel, n):
+                held[p.channel] = k
     out = {}
     for tensor, held in first.items():
         cuts = tuple(sorted(set(held.values()) - {0}))
