@@ -97,6 +97,7 @@ def _solve_options(
     live: LiveProgress | None = None,
     sim_jobs: int = 1,
     lower_jobs: int = 1,
+    k_split: bool = True,
 ):
     """record: keep the simulator's command log (only trace.json needs it; without it a
     timing-only simulation is streamed and its memory does not grow with the program).
@@ -116,6 +117,7 @@ def _solve_options(
         sim_progress=live.simulating if live else None,
         sim_jobs=sim_jobs,
         lower_jobs=lower_jobs,
+        k_split=k_split,
     )
 
 
@@ -145,6 +147,12 @@ def _solver_flags(fn):
     fn = click.option("--timing-only", is_flag=True, help="Simulate timing only (no values).")(fn)
     fn = click.option("--sim-jobs", type=SIM_JOBS, default=0, show_default=True, help=SIM_JOBS_HELP)(fn)
     fn = click.option("--lower-jobs", type=SIM_JOBS, default=0, show_default=True, help=LOWER_JOBS_HELP)(fn)
+    fn = click.option(
+        "--no-k-split",
+        "no_k_split",
+        is_flag=True,
+        help="Do not offer GEMVs split along k (solver/ksplit.py): what the k-split buys, measured.",
+    )(fn)
     fn = click.option(
         "--deterministic-time",
         type=DETERMINISTIC_TIME,
@@ -205,6 +213,7 @@ def solve(
     timing_only,
     sim_jobs,
     lower_jobs,
+    no_k_split,
     deterministic_time,
 ) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
@@ -238,6 +247,7 @@ def solve(
                 live=live,
                 sim_jobs=sim_jobs,
                 lower_jobs=lower_jobs,
+                k_split=not no_k_split,
             ),
             sets,
             preset,
@@ -326,6 +336,7 @@ def compare(
     timing_only,
     sim_jobs,
     lower_jobs,
+    no_k_split,
     deterministic_time,
 ) -> None:
     """Compare methods on instances: one table (and CSV/JSON)."""
@@ -357,6 +368,7 @@ def compare(
                         live=live,
                         sim_jobs=sim_jobs,
                         lower_jobs=lower_jobs,
+                        k_split=not no_k_split,
                     ),
                     sets,
                     preset,

@@ -61,6 +61,8 @@ class SolveOptions:
     sim_jobs: int = 1  # threads simulating channel streams at once (sim.simulate's jobs, 0: by size; same result)
     # processes timing a large program's PIM shapes (solver/lower_parallel.py, 0: cores; same result)
     lower_jobs: int = 1
+    # offer GEMVs split along k (solver/ksplit.py); False: a what-if without them
+    k_split: bool = True
 
 
 @dataclass
@@ -154,7 +156,12 @@ class Lowered:
 
 
 def lower_program(
-    hw: Hardware, program: ir.Program, groups: int, timings: TimingCache | None = None, jobs: int = 1
+    hw: Hardware,
+    program: ir.Program,
+    groups: int,
+    timings: TimingCache | None = None,
+    jobs: int = 1,
+    k_split: bool = True,
 ) -> Lowered:
     """Stage 1: lower both styles (exact task durations) and compute the solver-free bound.
     `timings`: task timings shared with earlier lowerings of hardware with the same timing
@@ -163,12 +170,12 @@ def lower_program(
     alternatives, which the naive lowering then need not emit again (with a TimingCache handed in,
     the methods' streamed decodes also relocate each other's encoded tasks).
     `jobs`: processes timing the distinct PIM shapes first (solver/lower_parallel.py; large
-    programs only), the same result as one."""
+    programs only), the same result as one. `k_split`: offer the k-split modes (solver/ksplit.py)."""
     if timings is None:  # the styles' own store: timings shared, each decode's tables its own
         timings = TimingCache(size=1)
         timings.store(hw).share_layers = False
     store = timings.store(hw)  # (started afresh here if over its bytes; not while lowering)
-    options = tuple(LowerOptions(groups=groups, style=s) for s in Style)
+    options = tuple(LowerOptions(groups=groups, style=s, k_split=k_split) for s in Style)
     try:
         with young_gc_only():  # (the timing workers fork inside: they inherit it)
             warm(hw, program, options, store, jobs)
@@ -195,8 +202,9 @@ def young_gc_only():
 
 class LoweringCache:
     """Lowered programs keyed by what lowering reads (the instance, the resolved hardware, the
-    group count), the last `size` kept: the methods of one `compare` row lower once (the largest
-    layers spend most of their time there, timing every candidate's commands). With a
+    group count, whether k-splits are offered), the last `size` kept: the methods of one
+    `compare` row lower once (the largest layers spend most of their time there, timing every
+    candidate's commands). With a
     TimingCache (`timings`), a lowering of other hardware re-times no task whose timing its
     changes do not touch (a sweep over host fields: pimsat/sweep/run.py)."""
 
@@ -205,11 +213,13 @@ class LoweringCache:
         self.timings = timings
         self._entries: dict[tuple, Lowered] = {}
 
-    def lowered(self, instance: Instance, hw: Hardware, program: ir.Program, groups: int, jobs: int = 1) -> Lowered:
-        key = (instance.model_dump_json(), hw.model_dump_json(), groups)
+    def lowered(
+        self, instance: Instance, hw: Hardware, program: ir.Program, groups: int, jobs: int = 1, k_split: bool = True
+    ) -> Lowered:
+        key = (instance.model_dump_json(), hw.model_dump_json(), groups, k_split)
         hit = self._entries.pop(key, None)
         if hit is None:
-            hit = lower_program(hw, program, groups, self.timings, jobs)
+            hit = lower_program(hw, program, groups, self.timings, jobs, k_split)
         self._entries[key] = hit  # most recent last
         while len(self._entries) > self.size:
             self._entries.pop(next(iter(self._entries)))
@@ -376,7 +386,7 @@ def run(
     program = instance.build_program()
     hw = hardware if hardware is not None else instance.build_hardware(hw_overrides, preset)
     _check_capacity(hw, program)
-    lowered = (cache or DEFAULT_CACHE).lowered(instance, hw, program, opts.groups, opts.lower_jobs)
+    lowered = (cache or DEFAULT_CACHE).lowered(instance, hw, program, opts.groups, opts.lower_jobs, opts.k_split)
     problem, lowering = lowered.for_method(opts.method)
     clock["lower"] = time.perf_counter() - t0
 

@@ -80,6 +80,8 @@ def report_dict(r: RunResult) -> dict[str, Any]:
         "groups": len(r.problem.groups),
         "jobs": len(r.problem.jobs),
         "modes": {j: m for j, m in sorted(r.solution.modes.items())},
+        # k-split modes the lowering offered (0 with --no-k-split, or where none can be made)
+        "k_split_modes_offered": sum("ksplit" in m.name for j in r.problem.jobs for m in j.modes),
         "instructions": r.compiled.streams.instruction_count(),
         # channels the simulator ran; the others had a twin's identical stream (sim/twins.py)
         "channels_run": getattr(sim, "channels_run", None),
