@@ -100,6 +100,8 @@ def streaming_parts(hw: Hardware, program: Program, bound: HardwareBound) -> Str
         total = ends.stretch(t_refi, w) if ends.trfc else with_refresh(hw, w, gaps=gaps)
         views.append(("channel", 0, round(boundaries), round(fill), w, total))
     view, rows, boundaries, first, w, total = max(views, key=lambda v: v[-1])
+    if boundaries < 0:  # fewer MACs than one phase holds: the count's share of the first load
+        first, boundaries = max(0, first + boundaries), 0
     streaming = next(t.cycles for t in bound.terms if t.term is Term.STREAMING)
     mac_int = w - rows - boundaries - first  # (rounded so that the parts sum to w)
     return StreamingParts(
