@@ -13,6 +13,7 @@ import click
 from rich.table import Table
 
 from hwmodel.atomic import output_lock
+from solver.alternatives import Alternative
 from solver.problem import Method
 
 from . import signals
@@ -97,7 +98,7 @@ def _solve_options(
     live: LiveProgress | None = None,
     sim_jobs: int = 1,
     lower_jobs: int = 1,
-    k_split: bool = True,
+    without: frozenset[str] = frozenset(),
 ):
     """record: keep the simulator's command log (only trace.json needs it; without it a
     timing-only simulation is streamed and its memory does not grow with the program).
@@ -117,8 +118,18 @@ def _solve_options(
         sim_progress=live.simulating if live else None,
         sim_jobs=sim_jobs,
         lower_jobs=lower_jobs,
-        k_split=k_split,
+        without=without,
     )
+
+
+def _alternatives(ctx, param, value: str) -> frozenset[str]:
+    """--without: known Alternative names, else one line (exit 2)."""
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    known = {a.value for a in Alternative}
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise UserError(f"--without: unknown alternative(s) {', '.join(bad)} (known: {', '.join(sorted(known))})")
+    return frozenset(names)
 
 
 def _solver_flags(fn):
@@ -148,10 +159,13 @@ def _solver_flags(fn):
     fn = click.option("--sim-jobs", type=SIM_JOBS, default=0, show_default=True, help=SIM_JOBS_HELP)(fn)
     fn = click.option("--lower-jobs", type=SIM_JOBS, default=0, show_default=True, help=LOWER_JOBS_HELP)(fn)
     fn = click.option(
-        "--no-k-split",
-        "no_k_split",
-        is_flag=True,
-        help="Do not offer GEMVs split along k (solver/ksplit.py): what the k-split buys, measured.",
+        "--without",
+        "without",
+        default="",
+        callback=_alternatives,
+        help="Alternatives not to offer the solvers, comma-separated ("
+        + ", ".join(a.value for a in Alternative)
+        + "): the same compile without them, to measure what they buy.",
     )(fn)
     fn = click.option(
         "--deterministic-time",
@@ -213,7 +227,7 @@ def solve(
     timing_only,
     sim_jobs,
     lower_jobs,
-    no_k_split,
+    without,
     deterministic_time,
 ) -> None:
     """Compile INSTANCE: solve, decode to instruction streams, simulate, verify, report."""
@@ -247,7 +261,7 @@ def solve(
                 live=live,
                 sim_jobs=sim_jobs,
                 lower_jobs=lower_jobs,
-                k_split=not no_k_split,
+                without=without,
             ),
             sets,
             preset,
@@ -336,7 +350,7 @@ def compare(
     timing_only,
     sim_jobs,
     lower_jobs,
-    no_k_split,
+    without,
     deterministic_time,
 ) -> None:
     """Compare methods on instances: one table (and CSV/JSON)."""
@@ -368,7 +382,7 @@ def compare(
                         live=live,
                         sim_jobs=sim_jobs,
                         lower_jobs=lower_jobs,
-                        k_split=not no_k_split,
+                        without=without,
                     ),
                     sets,
                     preset,

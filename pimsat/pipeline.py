@@ -61,8 +61,8 @@ class SolveOptions:
     sim_jobs: int = 1  # threads simulating channel streams at once (sim.simulate's jobs, 0: by size; same result)
     # processes timing a large program's PIM shapes (solver/lower_parallel.py, 0: cores; same result)
     lower_jobs: int = 1
-    # offer GEMVs split along k (solver/ksplit.py); False: a what-if without them
-    k_split: bool = True
+    # alternatives lowering withholds (solver.lower.Alternative values): a what-if without them
+    without: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -161,7 +161,7 @@ def lower_program(
     groups: int,
     timings: TimingCache | None = None,
     jobs: int = 1,
-    k_split: bool = True,
+    without: frozenset[str] = frozenset(),
 ) -> Lowered:
     """Stage 1: lower both styles (exact task durations) and compute the solver-free bound.
     `timings`: task timings shared with earlier lowerings of hardware with the same timing
@@ -170,12 +170,13 @@ def lower_program(
     alternatives, which the naive lowering then need not emit again (with a TimingCache handed in,
     the methods' streamed decodes also relocate each other's encoded tasks).
     `jobs`: processes timing the distinct PIM shapes first (solver/lower_parallel.py; large
-    programs only), the same result as one. `k_split`: offer the k-split modes (solver/ksplit.py)."""
+    programs only), the same result as one. `without`: alternatives not offered
+    (solver.lower.Alternative)."""
     if timings is None:  # the styles' own store: timings shared, each decode's tables its own
         timings = TimingCache(size=1)
         timings.store(hw).share_layers = False
     store = timings.store(hw)  # (started afresh here if over its bytes; not while lowering)
-    options = tuple(LowerOptions(groups=groups, style=s, k_split=k_split) for s in Style)
+    options = tuple(LowerOptions.without(without, groups=groups, style=s) for s in Style)
     try:
         with young_gc_only():  # (the timing workers fork inside: they inherit it)
             warm(hw, program, options, store, jobs)
@@ -202,7 +203,7 @@ def young_gc_only():
 
 class LoweringCache:
     """Lowered programs keyed by what lowering reads (the instance, the resolved hardware, the
-    group count, whether k-splits are offered), the last `size` kept: the methods of one
+    group count, the alternatives withheld), the last `size` kept: the methods of one
     `compare` row lower once (the largest layers spend most of their time there, timing every
     candidate's commands). With a
     TimingCache (`timings`), a lowering of other hardware re-times no task whose timing its
@@ -214,12 +215,18 @@ class LoweringCache:
         self._entries: dict[tuple, Lowered] = {}
 
     def lowered(
-        self, instance: Instance, hw: Hardware, program: ir.Program, groups: int, jobs: int = 1, k_split: bool = True
+        self,
+        instance: Instance,
+        hw: Hardware,
+        program: ir.Program,
+        groups: int,
+        jobs: int = 1,
+        without: frozenset[str] = frozenset(),
     ) -> Lowered:
-        key = (instance.model_dump_json(), hw.model_dump_json(), groups, k_split)
+        key = (instance.model_dump_json(), hw.model_dump_json(), groups, tuple(sorted(without)))
         hit = self._entries.pop(key, None)
         if hit is None:
-            hit = lower_program(hw, program, groups, self.timings, jobs, k_split)
+            hit = lower_program(hw, program, groups, self.timings, jobs, frozenset(without))
         self._entries[key] = hit  # most recent last
         while len(self._entries) > self.size:
             self._entries.pop(next(iter(self._entries)))
@@ -386,7 +393,7 @@ def run(
     program = instance.build_program()
     hw = hardware if hardware is not None else instance.build_hardware(hw_overrides, preset)
     _check_capacity(hw, program)
-    lowered = (cache or DEFAULT_CACHE).lowered(instance, hw, program, opts.groups, opts.lower_jobs, opts.k_split)
+    lowered = (cache or DEFAULT_CACHE).lowered(instance, hw, program, opts.groups, opts.lower_jobs, opts.without)
     problem, lowering = lowered.for_method(opts.method)
     clock["lower"] = time.perf_counter() - t0
 

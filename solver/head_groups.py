@@ -48,8 +48,9 @@ HEAD_GROUP_COUNTS = (2, 4)  # G offered (those that divide the kv heads)
 
 def head_group_counts(lw: Lowerer, kv_heads: int) -> list[int]:
     """The head-group counts offered for an attention op of `kv_heads` kv heads: none for the
-    vendor-style lowering (the naive baseline) or a device whose ISA has no head ranges."""
-    if lw.opt.style != Style.OVERLAP or not has_head_ranges(lw.hw):
+    vendor-style lowering (the naive baseline), a device whose ISA has no head ranges, or a
+    lowering told not to (`LowerOptions.head_groups`)."""
+    if lw.opt.style != Style.OVERLAP or not lw.opt.head_groups or not has_head_ranges(lw.hw):
         return []
     return [g for g in HEAD_GROUP_COUNTS if g <= kv_heads and kv_heads % g == 0]
 

@@ -25,6 +25,7 @@ from hwmodel import Hardware
 from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, epilogue_cycles, host_op_cycles
 from ir import OpKind, Program
 
+from .alternatives import Alternative
 from .emit_mv import MVEmitter
 from .fusion import fusion_groups, host_chains
 from .head_groups import attention_head_group_modes, softmax_head_group_modes
@@ -50,9 +51,22 @@ class LowerOptions:
     subsets: str = "all"  # "all" (every candidate subset) | "full" (only all groups)
     fuse: bool = True  # offer fused modes for gemvs that share their input
     k_split: bool = True  # offer gemvs split along k over two halves of the groups (solver/ksplit.py)
+    head_groups: bool = True  # offer attention by head groups (solver/head_groups.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "style", Style(self.style))  # accept the value's string too
+
+    @staticmethod
+    def without(withheld, **kw) -> LowerOptions:
+        """Options offering every Alternative but those `withheld`."""
+        w = {Alternative(a) for a in withheld}
+        return LowerOptions(
+            host_gemv=Alternative.HOST_GEMV not in w,
+            fuse=Alternative.FUSION not in w,
+            k_split=Alternative.K_SPLIT not in w,
+            head_groups=Alternative.HEAD_GROUPS not in w,
+            **kw,
+        )
 
 
 @dataclass(frozen=True)

@@ -321,16 +321,21 @@ def test_a_program_over_the_trace_limit_is_written_without_a_trace(tmp_path, mon
     assert len(r.output.strip().splitlines()) == 1
 
 
-def test_compare_without_the_k_split_measures_what_it_buys(tmp_path):
-    """`--no-k-split`: the same compare with the k-split modes not offered. On the hbm3 anchor
-    the k-split is what cpsat takes: 6,054 cycles with it, 6,179 without."""
+def test_compare_without_an_alternative_measures_what_it_buys(tmp_path):
+    """`--without k-split`: the same compare with the k-split modes not offered. On the hbm3
+    anchor the k-split is what cpsat takes: 6,054 cycles with it, 6,179 without. The report says
+    what was offered; an unknown name is one line, exit 2."""
     anchor = ROOT / "instances" / "micro" / "gemv-4096-hbm3-32pch.yaml"
     got = {}
-    for flags in ((), ("--no-k-split",)):
-        out = tmp_path / f"r{len(flags)}.json"
+    for flags in ((), ("--without", "k-split"), ("--without", "k-split,host-gemv")):
+        out = tmp_path / f"r{len(flags)}{flags[-1] if flags else ''}.json"
         r = invoke("compare", anchor, "--methods", "cpsat", "--timing-only", "--json", out, *flags)
         assert r.exit_code == 0, r.output
         (rep,) = json.loads(out.read_text())
-        got[flags] = (rep["simulated_cycles"], rep["modes"]["gemv"], rep["k_split_modes_offered"])
-    assert got[()] == (6054, "ksplit[all]", 1)
-    assert got[("--no-k-split",)] == (6179, "pim[all]", 0)
+        got[flags] = (rep["simulated_cycles"], rep["modes"]["gemv"], rep["offered"])
+    full = {"fusion": 0, "host-gemv": 1, "k-split": 1, "head-groups": 0}
+    assert got[()] == (6054, "ksplit[all]", full)
+    assert got[("--without", "k-split")] == (6179, "pim[all]", {**full, "k-split": 0})
+    assert got[("--without", "k-split,host-gemv")] == (6179, "pim[all]", {**full, "k-split": 0, "host-gemv": 0})
+    r = invoke("compare", anchor, "--without", "ksplit")
+    assert r.exit_code == 2 and "--without: unknown alternative(s) ksplit" in r.output
