@@ -7,9 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from solver.alternatives import Alternative
+from solver.alternatives import offered
 from solver.bound_parts import streaming_parts
-from solver.heuristics import head_group_count
 from solver.problem import ProofScope, Status
 
 from .mac_stream import Held, describe, describe_distance, distance, mac_stream
@@ -22,24 +21,6 @@ def proven_bound(r: RunResult) -> int | None:
     if r.solution.bound is None:
         return None
     return max(0, int(r.solution.bound) - r.lowering.max_tail)
-
-
-def offered(problem) -> dict[str, int]:
-    """Per Alternative (solver/alternatives.py), how many modes of it lowering offered the
-    solvers: fused (a fused gemv group's modes, a host chain's one launch), host-GEMV and split
-    (a gemv's "host" mode reads weights, a host op's does not), k-split, head groups."""
-    modes = [m for j in problem.jobs for m in j.modes]
-
-    def on_host(m) -> bool:
-        reads = m.name == "host" and m.payload is not None and bool(m.payload.tilings)
-        return reads or m.name.startswith(("split", "fused-split"))
-
-    return {
-        str(Alternative.FUSION): sum(m.name.startswith("fused") for m in modes),
-        str(Alternative.HOST_GEMV): sum(map(on_host, modes)),
-        str(Alternative.K_SPLIT): sum("ksplit" in m.name for m in modes),
-        str(Alternative.HEAD_GROUPS): sum(head_group_count(m) > 0 for m in modes),
-    }
 
 
 def report_dict(r: RunResult) -> dict[str, Any]:

@@ -7,8 +7,7 @@ import pytest
 
 import ir
 from hwmodel import load_hardware
-from pimsat.report import offered
-from solver.alternatives import Alternative
+from solver.alternatives import Alternative, offered
 from solver.lower import LowerOptions, lower
 
 
