@@ -209,6 +209,14 @@ def _solver_flags(fn):
     "programs: every command is a variable), re-emit it stamped and simulate it; the report gains "
     "`command_level`. The program written and `proof_scope` stay the task level's.",
 )
+@click.option(
+    "--steady-state",
+    "steady_state",
+    is_flag=True,
+    help="Also solve the steady state of each task loop of the critical channel as a modulo "
+    "schedule (solver/cmdlevel/modulo.py; any program size: one loop period is the model) and "
+    "prove its least initiation interval; the report gains `steady_state`.",
+)
 @_solver_flags
 @guard
 def solve(
@@ -218,6 +226,7 @@ def solve(
     as_json,
     step_inputs,
     command_level,
+    steady_state,
     preset,
     sets,
     time_limit,
@@ -257,7 +266,8 @@ def solve(
                 groups,
                 timing_only,
                 deterministic_time,
-                record=True if command_level else None,  # (the log: trace.json, the report's mac_stream)
+                # (the log: trace.json, the report's mac_stream, the command-level models)
+                record=True if command_level or steady_state else None,
                 live=live,
                 sim_jobs=sim_jobs,
                 lower_jobs=lower_jobs,
@@ -272,6 +282,10 @@ def solve(
         from .command_level import command_level as solve_commands
 
         rep["command_level"] = solve_commands(r, time_limit=time_limit, workers=workers).as_dict()
+    if steady_state:
+        from .steady_state import steady_states
+
+        rep["steady_state"] = steady_states(r, time_limit=time_limit, workers=workers)
     pytorch = None
     if inst.program.kind == "pt2":
         from .pt2_run import against_pytorch
@@ -294,6 +308,14 @@ def solve(
                 f"scope: {c['scope']}",
                 soft_wrap=True,
             )
+        if steady_state:
+            from .steady_state import describe
+
+            block = rep["steady_state"]
+            lines = describe(block) or ["no loop of three or more iterations"]
+            console.print(f"steady state (channel {block['channel']}):", soft_wrap=True)
+            for line in lines:
+                console.print(f"  {line}", soft_wrap=True)
         if pytorch is not None:
             verdict = "within tolerance" if pytorch.outputs_match else "OUTSIDE tolerance"
             token = "equal" if pytorch.next_token_equal else "DIFFERENT"

@@ -33,6 +33,11 @@ MAC/RDACC order, the global-buffer data dependencies, the order of the link comm
 row commands, and the segments between SIG/WAIT points. Not in the space: another tiling,
 layout, row-to-bank assignment or task order (the task-level model's decisions).
 
+modulo.py states the steady state of a task's row/chunk loop (item 2b): one period of the
+loop, read from the emitted program, as a periodic schedule with the same constraints among
+consecutive iterations, and proves its least initiation interval; a real-size kernel, too large
+for the whole-program model, inherits that proof for every iteration of its loop.
+
 A proof (`OPTIMAL`) is a proof over that space for the whole program (every channel and the
 host, with their synchronisation), with the makespan equal to the simulated one. emit.py
 re-emits the schedule as stamped single-command streams, which sim.simulate must accept

@@ -34,14 +34,14 @@ def _min_latency(rows: list[Row], a_op: str, b_op: str, a_set: list[Command], b_
     return best or 0
 
 
-def mac_link_cumulative(
-    m, rows: list[Row], cmds: list[Command], t: list, mac_size: int, pred: list[int], makespan, tail: dict[int, int]
-) -> int:
-    """Add the Cumulative to model `m` for one channel's commands; returns the windows added."""
+def link_windows(rows: list[Row], cmds: list[Command], mac_size: int) -> tuple[list[tuple], int]:
+    """The link commands' windows that no MAC interval may overlap: (y, offset of the window's
+    start from t_y (s - L1), size (L1 + L2 - s), L2) each; and g, the least distance between two
+    link commands."""
     macs = [x for x in cmds if x.op == "MAC"]
     links = [x for x in cmds if x.op in LINK_OPS]
     if not macs or not links:
-        return 0
+        return [], 1
     gap = min(
         (r.lat for r in rows if r.prev in LINK_OPS and r.next in LINK_OPS and r.scope == "channel" and not r.win),
         default=1,
@@ -61,6 +61,15 @@ def mac_link_cumulative(
             continue
         for y in ys:
             windows.append((y, -l1 + mac_size, size, l2))
+    return windows, gap
+
+
+def mac_link_cumulative(
+    m, rows: list[Row], cmds: list[Command], t: list, mac_size: int, pred: list[int], makespan, tail: dict[int, int]
+) -> int:
+    """Add the Cumulative to model `m` for one channel's commands; returns the windows added."""
+    macs = [x for x in cmds if x.op == "MAC"]
+    windows, gap = link_windows(rows, cmds, mac_size)
     if not windows:
         return 0
     back = max(w[3] for w in windows)  # L2: how far after t_y a window reaches
@@ -83,15 +92,27 @@ def _energy(m, rows: list[Row], macs, windows, t, mac_size: int, pred: list[int]
     ones (also a MAC fixed before) have their window between the first MAC start F and the last
     MAC end L; *leading* ones (no MAC fixed before) end theirs before that MAC. With S the least
     of F and the leading windows' starts, [S, L) holds every MAC interval and all these windows,
-    disjoint but the windows of one *block* (consecutive such commands with no MAC fixed between
-    them; a MAC fixed between two windows separates them):
+    disjoint but the windows of one *block* (`window_blocks`), so
 
         L - S >= s |MACs| + sum over blocks of the union of its windows,
 
-    and makespan >= L - s + (least tail of a MAC). A block's windows [s_i, e_i) in fixed order:
-    window i adds at least min(len_i, e_i - max_{k<i} e_k) to the union of the earlier ones, and
+    and makespan >= L - s + (least tail of a MAC)."""
+    unions, leading = window_blocks(rows, macs, windows, pred, gap)
+    total = sum(unions)
+    start = m.NewIntVar(-(10**6), 10**9, "mac_span_start")
+    m.AddMinEquality(start, [t[x.j] for x in macs] + [t[y.j] + off for y, off, _s, _l2 in leading])
+    m.Add(makespan >= start + mac_size * len(macs) + total + min(tail[x.j] for x in macs) - mac_size)
+
+
+def window_blocks(rows: list[Row], macs, windows, pred: list[int], gap: int) -> tuple[list[int], list]:
+    """(each block's least union, in order; the leading windows) over the link commands with a MAC fixed
+    after them, in *blocks*: consecutive such commands with no MAC fixed between them (a MAC
+    fixed between two windows separates them: the one ends before it, the other starts after its
+    interval). A block's windows [s_i, e_i) in fixed order: window i adds at least
+    min(len_i, e_i - max_{k<i} e_k) to the union of the earlier ones, and
     e_i - e_k >= D(k, i) + L2_i - L2_k, D the fixed least distance between the commands (the
-    link rows, >= g)."""
+    link rows, >= g). Windows of different blocks are disjoint, and disjoint from every MAC
+    interval."""
     macmask = 0
     for x in macs:
         macmask |= 1 << x.j
@@ -110,7 +131,7 @@ def _energy(m, rows: list[Row], macs, windows, t, mac_size: int, pred: list[int]
             blocks[-1].append(w)
         else:
             blocks.append([w])
-    total = 0
+    unions = []
     for blk in blocks:
         union = blk[0][2]
         reach = [0]  # lower bound of t_i - t_0 for each window of the block
@@ -123,10 +144,8 @@ def _energy(m, rows: list[Row], macs, windows, t, mac_size: int, pred: list[int]
             reach.append(reach[-1] + d)
             inc = min(blk[i][2], min(reach[i] - reach[k] + blk[i][3] - blk[k][3] for k in range(i)))
             union += max(0, inc)
-        total += union
-    start = m.NewIntVar(-(10**6), 10**9, "mac_span_start")
-    m.AddMinEquality(start, [t[x.j] for x in macs] + [t[y.j] + off for y, off, _s, _l2 in leading])
-    m.Add(makespan >= start + mac_size * len(macs) + total + min(tail[x.j] for x in macs) - mac_size)
+        unions.append(union)
+    return unions, leading
 
 
 def tails(

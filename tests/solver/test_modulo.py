@@ -1,0 +1,131 @@
+"""The steady state of a task loop as a modulo schedule (solver/cmdlevel/modulo.py, issue 16 item
+2b): the period read from the emitted program, the least initiation interval proven, and the
+periodic schedule checked outside the model (the standards' rule list, brute force)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwmodel import bus
+from pimsat.command_level import inputs_of
+from pimsat.instance import load_instance
+from pimsat.pipeline import SolveOptions, run
+from pimsat.steady_state import channel_commands, critical_channel, steady_states
+from sim.stdcheck import check_log
+from solver.cmdlevel.modulo import buffer_slots, find_periods, solve_period
+
+ROOT = Path(__file__).resolve().parents[2]
+_RUNS: dict[str, object] = {}
+
+
+def _run(rel: str):
+    if rel not in _RUNS:
+        _RUNS[rel] = run(load_instance(ROOT / "instances" / rel), SolveOptions(functional=False, workers=1))
+    return _RUNS[rel]
+
+
+def _loop(rel: str):
+    """(run, critical channel's commands, partner's or None, its first loop's period)."""
+    r = _run(rel)
+    logs, _ = inputs_of(r)
+    c = critical_channel(logs)
+    cmds = channel_commands(r, c)
+    partner = channel_commands(r, bus.partner(c)) if r.hardware.organization.shared_bus else None
+    periods = find_periods(cmds, buffer_slots(r.hardware))
+    assert periods
+    return r, cmds, partner, periods[0]
+
+
+def test_the_hbm2_gemv_loop_is_read_from_the_program():
+    """gemv-4096-hbm2-64ch: each channel loads 8 buffer bursts, MACs them into 8 accumulators and
+    changes rows, 31 times; the emitted program repeats that every 301 cycles."""
+    r, cmds, _partner, p = _loop("micro/gemv-4096-hbm2-64ch.yaml")
+    ops = [x.op for x in cmds[p.first : p.first + p.length]]
+    assert {op: ops.count(op) for op in set(ops)} == {"WRGB": 8, "MAC": 64, "PRE": 2, "ACT": 2}
+    assert p.emitted_ii == 301 and p.iterations >= 30
+    times = [x.t0 for x in cmds[p.first : p.first + p.covered]]
+    assert all(b - a == 301 for a, b in zip(times, times[p.length :]))
+
+
+def test_the_hbm2_gemv_loop_is_proven_optimal_by_hand_and_by_the_model():
+    """The least II is 64 MACs x tMAC (4) + one load gap: MAC -> WRGB 16 + WRGB -> MAC 19 - 4,
+    and its 7 further WRGBs 2 apart = 256 + 31 + 14 = 301, the emitted period. One cycle less is
+    infeasible."""
+    r, cmds, partner, p = _loop("micro/gemv-4096-hbm2-64ch.yaml")
+    t = r.hardware.timing
+    # a WRGB names every rank and bank group of its channel: its turnarounds bind all the MACs
+    by_hand = 64 * r.hardware.mac_interval + t.rule("MAC", "WRGB", "rank") + t.rule("WRGB", "MAC", "bank_group")
+    by_hand += -r.hardware.mac_interval + 7 * t.rule("WRGB", "WRGB", "channel")
+    assert by_hand == 301
+    st = solve_period(r.hardware, cmds, p, partner, time_limit=60)
+    assert st.status == "OPTIMAL" and st.ii == st.bound == by_hand == p.emitted_ii
+    assert st.mac_floor == 256
+    beyond = solve_period(r.hardware, cmds, p, partner, time_limit=60, ii_max=by_hand - 1)
+    assert beyond.status == "INFEASIBLE"
+
+
+def _periodic_log(r, st, c: int, partner: int | None, iterations: int) -> np.ndarray:
+    """The model's periodic schedule, `iterations` long, as a command log: each command's row of
+    the emitted log with its issue cycle from the model (iteration 0's), + i x II."""
+    logs, _ = inputs_of(r)
+    p, n = st.period.length, st.unrolled
+    rows = []
+    loops = [(c, st.period)] + ([(partner, st.partner_period)] if partner is not None else [])
+    for k, (ch, period) in enumerate(loops):
+        first = st.times[k * n * p : k * n * p + p]
+        for i in range(iterations):
+            src = logs[ch][period.first + i * p : period.first + (i + 1) * p].copy()
+            src["cycle"] = np.asarray(first) + i * st.ii
+            rows.append(src)
+    log = np.concatenate(rows)
+    return log[np.lexsort((log["cycle"], log["channel"]))]
+
+
+@pytest.mark.parametrize(
+    "rel", ["micro/gemv-4096-hbm2-64ch.yaml", "micro/gemv-4096-gddr6-32ch.yaml", "fpga/gemv-256x64-fpga.yaml"]
+)
+def test_the_periodic_schedule_meets_the_standards_rule_list(rel):
+    """The model's schedule, repeated over several iterations, breaks none of the rules written
+    from the standard (sim/stdcheck.py: Ramulator 2.1's lists, not the project's timing table);
+    repeated one cycle sooner, it breaks some."""
+    r, cmds, partner, p = _loop(rel)
+    st = solve_period(r.hardware, cmds, p, partner, time_limit=60)
+    assert st.status == "OPTIMAL" and st.ii <= p.emitted_ii
+    c = cmds[0].ch
+
+    def violations(ii: int) -> list:
+        log = _periodic_log(r, dataclasses.replace(st, ii=ii), c, bus.partner(c) if partner else None, 6)
+        log["cycle"] -= int(log["cycle"].min())
+        return [v for v in check_log(log, r.hardware) if "refresh" not in v.rule.lower()]
+
+    assert st.period.iterations >= 6
+    assert violations(st.ii) == []
+    assert violations(st.ii - 1) != []
+
+
+def test_cli_solve_steady_state(tmp_path):
+    """`pimsat solve --steady-state --json`: the report's `steady_state` block names the loop's
+    task, and the emitted loop is proven optimal."""
+    from click.testing import CliRunner
+
+    from pimsat.cli import main
+
+    path = ROOT / "instances" / "fpga" / "gemv-256x64-fpga.yaml"
+    res = CliRunner().invoke(main, ["solve", str(path), "--steady-state", "--json", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    block = json.loads(res.output)["steady_state"]
+    assert block["scope"].startswith("periodic schedules")
+    (loop,) = block["loops"]
+    assert loop["task"].startswith("gemv/")
+    assert loop["status"] == "OPTIMAL" and loop["ii"] == loop["bound_ii"] == loop["emitted_ii"]
+    assert loop["emitted_proven_optimal"] is True
+
+
+def test_steady_states_of_a_program_without_loops():
+    """gemv-64x128-fpga holds no loop of three iterations: an empty list, not an error."""
+    assert steady_states(_run("fpga/gemv-64x128-fpga.yaml"), time_limit=10)["loops"] == []
