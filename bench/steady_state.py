@@ -35,7 +35,10 @@ def main(argv=None) -> None:
         + instance_files(ROOT / "instances" / "micro")
         + [ROOT / "instances" / "llm" / n for n in LAYERS]
     )
-    print("| instance | loop (task) | commands × iterations | emitted II | least II (status) | MAC floor | s |")
+    print(
+        "| instance | loop (task) | commands × iterations (in all runs) | emitted II | least II (status) "
+        "| MAC floor | s |"
+    )
     print("|---|---|---:|---:|---|---:|---:|")
     shares = []
     for p in paths:
@@ -49,7 +52,7 @@ def main(argv=None) -> None:
                 else f"{lp['ii']:,} ({lp['status']}, bound {lp['bound_ii']:,})"
             )
             print(
-                f"| {inst.name} | {lp['task']} | {lp['commands_per_period']} × {lp['iterations']} "
+                f"| {inst.name} | {lp['task']} | {lp['commands_per_period']} × {lp['iterations']} ({lp['repeats']}) "
                 f"| {lp['emitted_ii']:,} | {least} | {lp['mac_floor']:,} | {lp['seconds']:.1f} |"
             )
         if not block["loops"]:

@@ -315,7 +315,7 @@ def solve(
             lines = describe(block) or ["no loop of three or more iterations"]
             console.print(f"steady state (channel {block['channel']}):", soft_wrap=True)
             for line in lines:
-                console.print(f"  {line}", soft_wrap=True)
+                console.print(f"  {line}", soft_wrap=True, markup=False)  # (task names hold [all])
         if pytorch is not None:
             verdict = "within tolerance" if pytorch.outputs_match else "OUTSIDE tolerance"
             token = "equal" if pytorch.next_token_equal else "DIFFERENT"

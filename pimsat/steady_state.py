@@ -64,7 +64,7 @@ def steady_states(run_result, time_limit: float = 30.0, workers: int = 1) -> dic
             {
                 "task": task_at(r, c, st.period.start_cycle),
                 **st.as_dict(),
-                "cycles": st.period.iterations * st.period.emitted_ii,
+                "cycles": st.period.repeats * st.period.emitted_ii,
                 "emitted_proven_optimal": st.proven and st.ii == st.period.emitted_ii,
             }
         )
@@ -83,7 +83,8 @@ def describe(block: dict) -> list[str]:
     out = []
     for lp in block["loops"]:
         name = lp["task"] or f"segment {lp['segment']}"
-        head = f"{name}: {lp['commands_per_period']} commands x {lp['iterations']}"
+        runs = f", {lp['repeats']} in all its runs" if lp["repeats"] > lp["iterations"] else ""
+        head = f"{name}: {lp['commands_per_period']} commands x {lp['iterations']}{runs}"
         if lp["status"] == "UNSUPPORTED":
             out.append(f"{head}: not modelled ({lp['reason']})")
             continue

@@ -64,6 +64,9 @@ class Period:
     iterations: int  # consecutive iterations in the emitted program (same commands, same cycles)
     emitted_ii: int  # emitted cycles from one iteration to the next
     start_cycle: int  # the emitted issue cycle of iteration 0's first command
+    # iterations of the same loop (same commands, same II) in the segment, in all its runs (REFs
+    # cut a loop into runs), this one included
+    repeats: int = 0
 
     @property
     def covered(self) -> int:
@@ -101,25 +104,44 @@ def find_periods(
     refresh = np.cumsum([0] + [x.op in ("REF", "REFSB") for x in cmds])
     best: dict[int, Period] = {}
     for p in range(1, min(max_length, n // min_iterations) + 1):
-        ok = ids[:-p] == ids[p:]
-        d = t[p:] - t[:-p]
-        cont = np.zeros(len(ok), dtype=bool)
-        cont[1:] = ok[1:] & ok[:-1] & (d[1:] == d[:-1])
-        start = ok & ~cont
-        run_id = np.cumsum(start) * ok  # 0 outside runs
-        if not start.any():
-            continue
-        lengths = np.bincount(run_id)[1:]
-        firsts = np.flatnonzero(start)
-        for k in np.flatnonzero(lengths >= (min_iterations - 1) * p):
-            a, length = int(firsts[k]), int(lengths[k])
+        for a, length in _runs(ids, t, p):
+            if length < (min_iterations - 1) * p:
+                continue
             if other[a + p] - other[a] in (0, p) or refresh[a + p] > refresh[a]:
                 continue
-            per = Period(cmds[a].seg, a, p, (length + p) // p, int(d[a]), int(t[a]))
+            per = Period(cmds[a].seg, a, p, (length + p) // p, int(t[a + p] - t[a]), int(t[a]))
             old = best.get(per.segment)
             if old is None or per.covered > old.covered:
                 best[per.segment] = per
-    return sorted(best.values(), key=lambda q: q.first)
+    return sorted((_with_repeats(q, ids, t) for q in best.values()), key=lambda q: q.first)
+
+
+def _runs(ids: np.ndarray, t: np.ndarray, p: int) -> list[tuple[int, int]]:
+    """(first, length) of every maximal run of indices j with ids[j] == ids[j + p] and the same
+    t[j + p] - t[j] throughout: commands [first, first + length + p) repeat with shift p."""
+    ok = ids[:-p] == ids[p:]
+    d = t[p:] - t[:-p]
+    cont = np.zeros(len(ok), dtype=bool)
+    cont[1:] = ok[1:] & ok[:-1] & (d[1:] == d[:-1])
+    firsts = np.flatnonzero(ok & ~cont)
+    if not len(firsts):
+        return []
+    lengths = np.bincount(np.cumsum(ok & ~cont) * ok)[1:]
+    return list(zip(firsts.tolist(), lengths.tolist()))
+
+
+def _with_repeats(q: Period, ids: np.ndarray, t: np.ndarray) -> Period:
+    """`q` with its `repeats`: the iterations of every run of the same loop in its segment (the
+    same commands from any one of them on, repeating with the same II)."""
+    p, key = q.length, ids[q.first : q.first + q.length].tolist()
+    twice = " " + " ".join(map(str, key + key)) + " "
+    total = 0
+    for a, length in _runs(ids, t, p):  # (a run's commands are of one segment: the signature holds it)
+        if length < p or t[a + p] - t[a] != q.emitted_ii:
+            continue  # fewer than two iterations, or another pace
+        if " " + " ".join(map(str, ids[a : a + p].tolist())) + " " in twice:
+            total += (length + p) // p
+    return dataclasses.replace(q, repeats=max(total, q.iterations))
 
 
 @dataclass
@@ -152,6 +174,7 @@ class SteadyState:
             "start_cycle": p.start_cycle,
             "commands_per_period": p.length,
             "iterations": p.iterations,
+            "repeats": p.repeats,
             "emitted_ii": p.emitted_ii,
             "status": self.status,
             "ii": self.ii,
@@ -176,7 +199,8 @@ def paired(
     too, as one period of each channel: the partner's loop in the same segment with the same
     commands and II (`find_periods` on its commands), and of both only the iterations that
     overlap in time (each channel's k-th of them within one II of the other's). None if the
-    partner has no such loop of MIN_ITERATIONS. `loops`: find_periods(partner, slots), if known."""
+    partner has no such loop, or it overlaps fewer than two iterations. `loops`:
+    find_periods(partner, slots), if known."""
     p = period.length
     own = signatures(cmds[period.first : period.first + p], slots)
     for q in find_periods(partner, slots) if loops is None else loops:
@@ -197,7 +221,7 @@ def paired(
         start = max(period.start_cycle, q.start_cycle)
         skip_c, skip_q = (-(-(start - x.start_cycle) // ii) for x in (period, q))
         count = min(period.iterations - skip_c, q.iterations - skip_q)
-        if count < MIN_ITERATIONS:
+        if count < 2:  # (the model needs two emitted iterations at least)
             continue
         mine = dataclasses.replace(
             period,

@@ -17,6 +17,7 @@ from pimsat.instance import load_instance
 from pimsat.pipeline import SolveOptions, run
 from pimsat.steady_state import channel_commands, critical_channel, steady_states
 from sim.stdcheck import check_log
+from solver.cmdlevel.commands import Command
 from solver.cmdlevel.modulo import buffer_slots, find_periods, solve_period
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,3 +130,31 @@ def test_cli_solve_steady_state(tmp_path):
 def test_steady_states_of_a_program_without_loops():
     """gemv-64x128-fpga holds no loop of three iterations: an empty list, not an error."""
     assert steady_states(_run("fpga/gemv-64x128-fpga.yaml"), time_limit=10)["loops"] == []
+
+
+def _cmd(j: int, op: str, t0: int, gb: int = -1, acc: int = 0) -> Command:
+    banks = {"WRGB": 0, "REF": 0xFFFF}.get(op, 0x5)
+    accs = ((0, acc),) if op == "MAC" else ()
+    return Command(0, j, op, banks, 0, 0, 0, j, 0, t0, None, accs, gb)
+
+
+def test_a_loop_cut_by_refresh_is_one_loop_in_all_its_runs():
+    """find_periods on a hand-made stream: a load and two MACs every 10 cycles, 4 times, a REF,
+    then 5 more from another command of the period on. The loop is found once, with the REF
+    outside it, and counted in both runs; runs of MACs alone are no loop."""
+    cmds, t = [], 0
+    for _ in range(4):
+        for op, gb, acc in (("WRGB", 0, 0), ("MAC", 0, 0), ("MAC", 0, 1)):
+            cmds.append(_cmd(len(cmds), op, t + len(cmds) % 3 * 3, gb, acc))
+        t += 10
+    cmds.append(_cmd(len(cmds), "REF", t + 200))
+    t += 400
+    rest = [("MAC", 0, 1)] + [x for _ in range(5) for x in (("WRGB", 0, 0), ("MAC", 0, 0), ("MAC", 0, 1))]
+    for k, (op, gb, acc) in enumerate(rest):
+        cmds.append(_cmd(len(cmds), op, t + (k + 2) // 3 * 10 + (k + 2) % 3 * 3, gb, acc))
+    (p,) = find_periods(cmds, slots=8)
+    assert p.length == 3 and p.emitted_ii == 10
+    assert not any(x.op == "REF" for x in cmds[p.first : p.first + p.covered])
+    assert p.iterations == 5 and p.repeats == 4 + 5
+    macs = [_cmd(j, "MAC", 4 * j, 0, 0) for j in range(20)]
+    assert find_periods(macs, slots=8) == []
