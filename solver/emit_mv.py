@@ -60,7 +60,11 @@ def row_change_loads(hw: Hardware) -> tuple[int, int] | None:
     change issues at m + rtw + (j - 1) x wsp (WRGB spacing), so the ACT goes after the loads
     that issue before m + tRTP + tRP (in-order stream), and w loads delay the next MAC not at all
     while rtw + (w - 1) x wsp + wtr <= tRTP + tRP + tRCDMAC. hbm3-pim: 17 + 2 (w - 1) + 19 <= 46,
-    5 loads before the ACT, 6 in all."""
+    5 loads before the ACT, 6 in all. Where even fewer loads than fit before the ACT delay the
+    next MAC, they still all go before it: the MAC waits for the last load, which an ACT ahead of
+    them would only push back (hbm2-pim with one bank per unit: 2 of the 4 loads of a k-split
+    chunk before the ACT, the loop's II 169 -> 165 cycles, the least one,
+    solver/cmdlevel/modulo.py)."""
     t, s = hw.timing, hw.mac_interval
     rtw, wtr, wsp = _scoped(hw, "MAC", "WRGB"), _scoped(hw, "WRGB", "MAC"), max(1, _scoped(hw, "WRGB", "WRGB"))
     if rtw + wtr <= 2 * s:
@@ -68,7 +72,7 @@ def row_change_loads(hw: Hardware) -> tuple[int, int] | None:
     idle = t.rule("MAC", "PRE", "bank") + t.rule("PRE", "ACT", "bank")
     before = max(0, (idle - 1 - rtw) // wsp + 1)
     free = max(0, (idle + t.rule("ACT", "MAC", "bank") - rtw - wtr) // wsp + 1)
-    return min(before, free), free
+    return before, free
 
 
 def first_act_after(hw: Hardware, loads: int) -> int:
