@@ -161,6 +161,10 @@ class SteadyState:
     model_commands: list[Command] = dataclasses.field(default_factory=list)
     times: list[int] = dataclasses.field(default_factory=list)
     partner_period: Period | None = None  # the same loop on the other channel of a shared-bus pair
+    # the two lower bounds on II stated before the search: the MAC stream's energy per period and
+    # the fixed orders' recurrence (a path from a command to its copy one iteration later)
+    energy: int = 0
+    recurrence: int = 0
 
     @property
     def proven(self) -> bool:
@@ -180,6 +184,8 @@ class SteadyState:
             "ii": self.ii,
             "bound_ii": self.bound,
             "mac_floor": self.mac_floor,
+            "energy_bound": self.energy,
+            "recurrence_bound": self.recurrence,
             "unrolled": self.unrolled,
             "commands": self.commands,
             "seconds": round(self.seconds, 3),
@@ -263,6 +269,38 @@ def _period_energy(hw: Hardware, s: list[Command], p: int, pred: list[int], over
     return size * per_iteration + sum(unions)
 
 
+def _recurrence(s: list[Command], p: int, arcs, pred: list[int], overlap: dict[str, int]) -> int:
+    """A lower bound on II from the fixed orders (the recurrence bound of modulo scheduling): a
+    path of fixed arcs (a before b by at least d) from a command of iteration 0 to the same
+    command of iteration 1 is at most II long. Arcs: the fixed edges, the fixed pairs' timing
+    rows and windows, and between two commands of a NoOverlap type (MAC) in the fixed order its
+    interval (they cannot overlap). All arcs point forward in the emitted order: longest paths in
+    one pass per source, over the commands between it and its copy."""
+    base, n = s[0].j, len(s)
+    succ: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for a, b, d in arcs:
+        if base <= a < base + n and base <= b < base + n:
+            succ[a - base].append((b - base, d))
+    for op, size in overlap.items():
+        xs = [x.j - base for x in s if x.op == op]
+        for i, b in enumerate(xs):
+            a = next((a for a in reversed(xs[:i]) if (pred[b + base] >> (a + base)) & 1), None)
+            if a is not None:
+                succ[a].append((b, size))
+    best = 0
+    for x in range(min(p, n - p)):
+        dist = {x: 0}
+        for i in range(x, x + p):
+            di = dist.get(i)
+            if di is None:
+                continue
+            for b, d in succ[i]:
+                if b <= x + p and dist.get(b, -1) < di + d:
+                    dist[b] = di + d
+        best = max(best, dist.get(x + p, 0))
+    return best
+
+
 def buffer_slots(hw: Hardware) -> int:
     """Bursts the global buffer holds."""
     return max(1, hw.pim.global_buffer_bytes // hw.organization.burst_bytes)
@@ -295,6 +333,7 @@ def solve_period(
     lmax = _longest_latency(hw)
 
     channels: list[tuple[list[Command], Period]] = [(cmds, period)]
+    energy = recurrence = 0
 
     def out(status: str, n: int, count: int, reason: str = "", ii=None, bound: int = 0, every=(), times=()):
         return SteadyState(
@@ -311,6 +350,8 @@ def solve_period(
             every,
             times,
             channels[1][1] if len(channels) > 1 else None,
+            energy,
+            recurrence,
         )
 
     if hw.organization.shared_bus:
@@ -339,7 +380,6 @@ def solve_period(
     for a, b, d in edges:
         m.Add(t[b] >= t[a] + d)
     order_vars = []
-    energy = 0
     for s in slices:
         m.AddNoOverlap([m.NewFixedSizeIntervalVar(t[x.j], 1, f"u{x.j}") for x in s])
         ps = pairs(hw, s, pred)
@@ -357,6 +397,8 @@ def solve_period(
             if len(xs) > 1:
                 m.AddNoOverlap([m.NewFixedSizeIntervalVar(t[x.j], size, f"i{x.j}") for x in xs])
         base = s[0].j
+        arcs = list(edges) + [(a, b, d) for (a, b), d in ps.fixed.items()] + ps.windows
+        recurrence = max(recurrence, _recurrence(s, p, arcs, pred, ps.overlap))
         energy = max(energy, _period_energy(hw, s, p, pred, ps.overlap))
         for i in range((n - 1) * p):  # every iteration repeats the one before it, II later
             m.Add(t[base + i + p] == t[base + i] + ii)
@@ -370,7 +412,7 @@ def solve_period(
                 m.AddNoOverlap(
                     [m.NewFixedSizeIntervalVar(t[x.j], act_w if x.op == "ACT" else 1, f"b{x.j}") for x in xs]
                 )
-    m.Add(ii >= energy)
+    m.Add(ii >= max(energy, recurrence))
     m.Minimize(ii)
     emitted = {x.j: x.t0 - first_t for x in every}
     if ii_max is None or ii_max >= ii_e:  # the emitted schedule is one of the model's
@@ -384,6 +426,7 @@ def solve_period(
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = 0
+    solver.parameters.cp_model_probing_level = 0  # (as model.py: probing spends the budget, moves no bound)
     st = solver.Solve(m)
     found = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     return out(

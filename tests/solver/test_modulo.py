@@ -13,7 +13,7 @@ import pytest
 
 from hwmodel import bus
 from pimsat.command_level import inputs_of
-from pimsat.instance import load_instance
+from pimsat.instance import Instance, load_instance
 from pimsat.pipeline import SolveOptions, run
 from pimsat.steady_state import channel_commands, critical_channel, steady_states
 from sim.stdcheck import check_log
@@ -80,6 +80,32 @@ def test_the_one_bank_loop_found_the_emitter_four_cycles_slow_and_now_meets_it()
     assert p.emitted_ii == 165 and p.length == 38
     st = solve_period(r.hardware, cmds, p, partner, time_limit=120, workers=2)
     assert st.status == "OPTIMAL" and st.ii == st.bound == 165
+
+
+HBM3_ROWS = Instance(
+    name="gemv-8192x4096-hbm3-32pch", program={"kind": "gemv", "n": 8192, "k": 4096}, hardware={"preset": "hbm3-pim"}
+)
+
+
+def test_the_recurrence_bound_of_a_one_bank_loop_by_hand():
+    """hbm3-pim (one bank per unit), GEMV 8192 x 4096: a period of 8 rows x 32 MACs, each row
+    change idling the units tRTP + tRP + tRCDMAC = 8 + 19 + 19 cycles against the MAC spacing 4:
+    the fixed orders' recurrence is 256 x 4 + 8 x (46 - 4) = 1,360 cycles, above the MAC stream's
+    energy (1,024: the loads sit in the row changes). The emitted loop takes 1,365; the search
+    keeps at most that."""
+    if "hbm3" not in _RUNS:
+        _RUNS["hbm3"] = run(HBM3_ROWS, SolveOptions(functional=False, workers=1))
+    r = _RUNS["hbm3"]
+    logs, _ = inputs_of(r)
+    c = critical_channel(logs)
+    cmds = channel_commands(r, c)
+    (p,) = find_periods(cmds, buffer_slots(r.hardware))
+    assert p.length == 304 and p.emitted_ii == 1365
+    t = r.hardware.timing
+    change = t.p("tRTP") + t.p("tRP") + t.p("tRCDMAC") - r.hardware.mac_interval
+    st = solve_period(r.hardware, cmds, p, channel_commands(r, bus.partner(c)), time_limit=10, workers=1)
+    assert (st.energy, st.recurrence) == (256 * 4, 256 * 4 + 8 * change) == (1024, 1360), st.as_dict()
+    assert st.ii is None or st.recurrence <= st.bound <= st.ii <= p.emitted_ii
 
 
 def _periodic_log(r, st, c: int, partner: int | None, iterations: int) -> np.ndarray:
