@@ -88,13 +88,14 @@ def describe(block: dict) -> list[str]:
         if lp["status"] == "UNSUPPORTED":
             out.append(f"{head}: not modelled ({lp['reason']})")
             continue
-        verdict = (
-            "the emitted loop is optimal"
-            if lp["emitted_proven_optimal"]
-            else f"least II {lp['ii']}"
-            if lp["status"] == "OPTIMAL"
-            else f"best {lp['ii']}, bound {lp['bound_ii']}"
-        )
+        if lp["emitted_proven_optimal"]:
+            verdict = "the emitted loop is optimal"
+        elif lp["status"] == "OPTIMAL":
+            verdict = f"least II {lp['ii']:,}"
+        elif lp["ii"] is None:
+            verdict = f"none found in the time limit (recurrence bound {lp['recurrence_bound']:,})"
+        else:
+            verdict = f"best {lp['ii']:,}, bound {lp['bound_ii']:,}"
         out.append(
             f"{head}, emitted II {lp['emitted_ii']:,} cycles: {lp['status']}, {verdict} "
             f"(MAC floor {lp['mac_floor']:,}; {lp['seconds']:.1f} s)"

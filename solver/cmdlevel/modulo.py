@@ -104,9 +104,7 @@ def find_periods(
     refresh = np.cumsum([0] + [x.op in ("REF", "REFSB") for x in cmds])
     best: dict[int, Period] = {}
     for p in range(1, min(max_length, n // min_iterations) + 1):
-        for a, length in _runs(ids, t, p):
-            if length < (min_iterations - 1) * p:
-                continue
+        for a, length in _runs(ids, t, p, (min_iterations - 1) * p):
             if other[a + p] - other[a] in (0, p) or refresh[a + p] > refresh[a]:
                 continue
             per = Period(cmds[a].seg, a, p, (length + p) // p, int(t[a + p] - t[a]), int(t[a]))
@@ -116,9 +114,10 @@ def find_periods(
     return sorted((_with_repeats(q, ids, t) for q in best.values()), key=lambda q: q.first)
 
 
-def _runs(ids: np.ndarray, t: np.ndarray, p: int) -> list[tuple[int, int]]:
+def _runs(ids: np.ndarray, t: np.ndarray, p: int, shortest: int = 1) -> list[tuple[int, int]]:
     """(first, length) of every maximal run of indices j with ids[j] == ids[j + p] and the same
-    t[j + p] - t[j] throughout: commands [first, first + length + p) repeat with shift p."""
+    t[j + p] - t[j] throughout, `shortest` long at least: commands [first, first + length + p)
+    repeat with shift p."""
     ok = ids[:-p] == ids[p:]
     d = t[p:] - t[:-p]
     cont = np.zeros(len(ok), dtype=bool)
@@ -127,7 +126,8 @@ def _runs(ids: np.ndarray, t: np.ndarray, p: int) -> list[tuple[int, int]]:
     if not len(firsts):
         return []
     lengths = np.bincount(np.cumsum(ok & ~cont) * ok)[1:]
-    return list(zip(firsts.tolist(), lengths.tolist()))
+    keep = lengths >= shortest
+    return list(zip(firsts[keep].tolist(), lengths[keep].tolist()))
 
 
 def _with_repeats(q: Period, ids: np.ndarray, t: np.ndarray) -> Period:
@@ -136,9 +136,9 @@ def _with_repeats(q: Period, ids: np.ndarray, t: np.ndarray) -> Period:
     p, key = q.length, ids[q.first : q.first + q.length].tolist()
     twice = " " + " ".join(map(str, key + key)) + " "
     total = 0
-    for a, length in _runs(ids, t, p):  # (a run's commands are of one segment: the signature holds it)
-        if length < p or t[a + p] - t[a] != q.emitted_ii:
-            continue  # fewer than two iterations, or another pace
+    for a, length in _runs(ids, t, p, p):  # two iterations at least (of one segment: the signature holds it)
+        if t[a + p] - t[a] != q.emitted_ii:
+            continue  # another pace
         if " " + " ".join(map(str, ids[a : a + p].tolist())) + " " in twice:
             total += (length + p) // p
     return dataclasses.replace(q, repeats=max(total, q.iterations))
@@ -376,7 +376,10 @@ def solve_period(
     m = cp_model.CpModel()
     horizon = (n + 1) * ii_e + span + lmax
     t = [m.NewIntVar(0, horizon, f"t{x.j}") for x in every]
-    ii = m.NewIntVar(max(1, mac_floor, p), ii_max or ii_e, "ii")  # (a bus cycle per command, per MAC s)
+    least = max(1, mac_floor, p)  # (a bus cycle per command, tMAC per MAC)
+    if ii_max is not None and ii_max < least:
+        return out("INFEASIBLE", n, count, bound=least)
+    ii = m.NewIntVar(least, ii_max or ii_e, "ii")
     for a, b, d in edges:
         m.Add(t[b] >= t[a] + d)
     order_vars = []

@@ -69,6 +69,8 @@ def test_the_hbm2_gemv_loop_is_proven_optimal_by_hand_and_by_the_model():
     assert st.mac_floor == 256
     beyond = solve_period(r.hardware, cmds, p, partner, time_limit=60, ii_max=by_hand - 1)
     assert beyond.status == "INFEASIBLE"
+    below = solve_period(r.hardware, cmds, p, partner, ii_max=200)  # under the MAC floor: no search
+    assert below.status == "INFEASIBLE" and below.bound == 256
 
 
 def test_the_one_bank_loop_found_the_emitter_four_cycles_slow_and_now_meets_it():
