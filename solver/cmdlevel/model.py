@@ -74,37 +74,15 @@ def solve(
         mine = [x for k, x in cs.items if k == "cmd"]
         if not mine:
             continue
-        # one command per cycle on the bus: unit intervals that do not overlap
-        m.AddNoOverlap([m.NewFixedSizeIntervalVar(t[x.j], 1, f"u{x.j}") for x in mine])
-        ps = pairs(hw, mine, pred)
-        for (a, b), lat in ps.fixed.items():
-            m.Add(t[b] >= t[a] + lat)
-        for a, b, lab, lba in ps.free:
-            o = m.NewBoolVar(f"o{a}_{b}")
-            m.Add(t[b] >= t[a] + lab).OnlyEnforceIf(o)
-            m.Add(t[a] >= t[b] + lba).OnlyEnforceIf(o.Not())
-            order_vars.append((o, a, b))
-        for a, b, lat in ps.windows:
-            m.Add(t[b] >= t[a] + lat)
-        for op, size in ps.overlap.items():
-            xs = [x for x in mine if x.op == op]
-            if len(xs) > 1:
-                m.AddNoOverlap([m.NewFixedSizeIntervalVar(t[x.j], size, f"i{x.j}") for x in xs])
+        ps = add_channel(m, hw, mine, t, pred, order_vars)
         arcs = [(a, b, d) for a, b, d in edges] + [(a, b, d) for (a, b), d in ps.fixed.items()] + ps.windows
         per_channel.append((mine, ps, arcs))
         stats["fixed_pairs"] += len(ps.fixed)
         stats["free_pairs"] += len(ps.free)
         stats["window_pairs"] += len(ps.windows)
     if hw.organization.shared_bus:  # channels 2k, 2k+1 share a row and a column command bus
-        act_w = bus.act_bus_cycles(hw)
         for a in range(0, len(streams) - 1, 2):
-            pair = [x for cs in streams[a : a + 2] for k, x in cs.items if k == "cmd"]
-            for row in (True, False):
-                xs = [x for x in pair if (x.op in ROW_COMMANDS) == row]
-                if len(xs) > 1:
-                    m.AddNoOverlap(
-                        [m.NewFixedSizeIntervalVar(t[x.j], act_w if x.op == "ACT" else 1, f"b{x.j}") for x in xs]
-                    )
+            add_shared_buses(m, hw, [x for cs in streams[a : a + 2] for k, x in cs.items if k == "cmd"], t)
     sy = Sync(m, hw, H)
     for cs in streams:
         sy.channel(cs, t)
@@ -125,9 +103,7 @@ def solve(
                 )
     m.Minimize(makespan)
     if hint:
-        _complete_hint(
-            m, [(t[x.j], x.t0) for x in cmds] + [(o, int(cmds[a].t0 < cmds[b].t0)) for o, a, b in order_vars]
-        )
+        complete_hint(m, [(t[x.j], x.t0) for x in cmds] + [(o, int(cmds[a].t0 < cmds[b].t0)) for o, a, b in order_vars])
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = workers
@@ -155,7 +131,41 @@ def solve(
     )
 
 
-def _complete_hint(m: cp_model.CpModel, values: list[tuple[object, int]]) -> None:
+def add_channel(m: cp_model.CpModel, hw: Hardware, mine: list[Command], t: list, pred: list[int], order_vars: list):
+    """One channel's constraints (its commands `mine`): one command per bus cycle, every timing
+    row between its commands (timing_rows.pairs: fixed pairs, free pairs with an order Boolean
+    each, appended to `order_vars` as (o, a, b), windows) and the NoOverlap of each command type
+    whose rows to itself are channel-wide. Returns the pairs."""
+    m.AddNoOverlap([m.NewFixedSizeIntervalVar(t[x.j], 1, f"u{x.j}") for x in mine])
+    ps = pairs(hw, mine, pred)
+    for (a, b), lat in ps.fixed.items():
+        m.Add(t[b] >= t[a] + lat)
+    for a, b, lab, lba in ps.free:
+        o = m.NewBoolVar(f"o{a}_{b}")
+        m.Add(t[b] >= t[a] + lab).OnlyEnforceIf(o)
+        m.Add(t[a] >= t[b] + lba).OnlyEnforceIf(o.Not())
+        order_vars.append((o, a, b))
+    for a, b, lat in ps.windows:
+        m.Add(t[b] >= t[a] + lat)
+    for op, size in ps.overlap.items():
+        xs = [x for x in mine if x.op == op]
+        if len(xs) > 1:
+            m.AddNoOverlap([m.NewFixedSizeIntervalVar(t[x.j], size, f"i{x.j}") for x in xs])
+    return ps
+
+
+def add_shared_buses(m: cp_model.CpModel, hw: Hardware, pair: list[Command], t: list) -> None:
+    """The commands of two channels that share a row and a column command bus (shared_pair):
+    their row commands do not overlap (an ACT holds the row bus tACT_BUS cycles), nor do their
+    column commands."""
+    act_w = bus.act_bus_cycles(hw)
+    for row in (True, False):
+        xs = [x for x in pair if (x.op in ROW_COMMANDS) == row]
+        if len(xs) > 1:
+            m.AddNoOverlap([m.NewFixedSizeIntervalVar(t[x.j], act_w if x.op == "ACT" else 1, f"b{x.j}") for x in xs])
+
+
+def complete_hint(m: cp_model.CpModel, values: list[tuple[object, int]]) -> None:
     """Hint every variable of `m` with the emitted program: fix the given ones in a copy, solve it
     (propagation alone: the emitted schedule is feasible), and hint the whole solution (a partial
     hint is often lost by multi-worker search)."""

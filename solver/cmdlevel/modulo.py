@@ -44,13 +44,12 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from hwmodel import Hardware, bus
-from hwmodel.model import ROW_COMMANDS
 
 from .commands import ChannelStream, Command, fixed_edges
 from .implied import link_windows, window_blocks
-from .model import _complete_hint
+from .model import add_channel, add_shared_buses, complete_hint
 from .order import predecessors
-from .timing_rows import pairs, table_rows
+from .timing_rows import table_rows
 
 MIN_ITERATIONS = 3  # a run shorter than this is not called a loop
 MAX_LENGTH = 2048  # commands per period searched
@@ -384,21 +383,7 @@ def solve_period(
         m.Add(t[b] >= t[a] + d)
     order_vars = []
     for s in slices:
-        m.AddNoOverlap([m.NewFixedSizeIntervalVar(t[x.j], 1, f"u{x.j}") for x in s])
-        ps = pairs(hw, s, pred)
-        for (a, b), lat in ps.fixed.items():
-            m.Add(t[b] >= t[a] + lat)
-        for a, b, lab, lba in ps.free:
-            o = m.NewBoolVar(f"o{a}_{b}")
-            m.Add(t[b] >= t[a] + lab).OnlyEnforceIf(o)
-            m.Add(t[a] >= t[b] + lba).OnlyEnforceIf(o.Not())
-            order_vars.append((o, a, b))
-        for a, b, lat in ps.windows:
-            m.Add(t[b] >= t[a] + lat)
-        for op, size in ps.overlap.items():
-            xs = [x for x in s if x.op == op]
-            if len(xs) > 1:
-                m.AddNoOverlap([m.NewFixedSizeIntervalVar(t[x.j], size, f"i{x.j}") for x in xs])
+        ps = add_channel(m, hw, s, t, pred, order_vars)
         base = s[0].j
         arcs = list(edges) + [(a, b, d) for (a, b), d in ps.fixed.items()] + ps.windows
         recurrence = max(recurrence, _recurrence(s, p, arcs, pred, ps.overlap))
@@ -408,18 +393,12 @@ def solve_period(
         for x in s[:p]:  # iteration 0 within [0, n II - L]: iterations n apart are L apart
             m.Add(t[x.j] + lmax <= n * ii)
     if len(slices) == 2:  # channels 2k, 2k+1 share a row and a column command bus
-        act_w = bus.act_bus_cycles(hw)
-        for row in (True, False):
-            xs = [x for x in every if (x.op in ROW_COMMANDS) == row]
-            if len(xs) > 1:
-                m.AddNoOverlap(
-                    [m.NewFixedSizeIntervalVar(t[x.j], act_w if x.op == "ACT" else 1, f"b{x.j}") for x in xs]
-                )
+        add_shared_buses(m, hw, every, t)
     m.Add(ii >= max(energy, recurrence))
     m.Minimize(ii)
     emitted = {x.j: x.t0 - first_t for x in every}
     if ii_max is None or ii_max >= ii_e:  # the emitted schedule is one of the model's
-        _complete_hint(
+        complete_hint(
             m,
             [(t[j], v) for j, v in emitted.items()]
             + [(ii, ii_e)]
