@@ -203,7 +203,7 @@ def paired(
     """The iterations of `period` (of `cmds`) that the other channel of a shared-bus pair runs
     too, as one period of each channel: the partner's loop in the same segment with the same
     commands and II (`find_periods` on its commands), and of both only the iterations that
-    overlap in time (each channel's k-th of them within one II of the other's). None if the
+    overlap in time (each channel's k-th of them within half an II of the other's). None if the
     partner has no such loop, or it overlaps fewer than two iterations. `loops`:
     find_periods(partner, slots), if known."""
     p = period.length
@@ -223,8 +223,8 @@ def paired(
                 q, first=q.first + turn, iterations=q.iterations - 1, start_cycle=partner[q.first + turn].t0
             )
         ii = period.emitted_ii
-        start = max(period.start_cycle, q.start_cycle)
-        skip_c, skip_q = (-(-(start - x.start_cycle) // ii) for x in (period, q))
+        off = round((q.start_cycle - period.start_cycle) / ii)  # the partner's iteration 0 ~ our `off`-th
+        skip_c, skip_q = max(0, off), max(0, -off)
         count = min(period.iterations - skip_c, q.iterations - skip_q)
         if count < 2:  # (the model needs two emitted iterations at least)
             continue
@@ -305,10 +305,14 @@ def buffer_slots(hw: Hardware) -> int:
     return max(1, hw.pim.global_buffer_bytes // hw.organization.burst_bytes)
 
 
-def _longest_latency(hw: Hardware) -> int:
-    t = hw.timing
-    lat = max((r.lat for r in table_rows(hw)), default=1)
-    return max(lat, 1, t.p("tGB"), bus.act_bus_cycles(hw) if hw.organization.shared_bus else 1)
+def _longest_latency(hw: Hardware, ops: set[str]) -> int:
+    """The longest latency any constraint of the model holds between two of the loop's commands
+    (their types `ops`): a timing row between two of them, WRGB -> MAC tGB, an ACT's hold of a
+    shared row bus, one bus cycle."""
+    lat = max((r.lat for r in table_rows(hw) if r.prev in ops and r.next in ops), default=1)
+    gb = hw.timing.p("tGB") if {"WRGB", "MAC"} <= ops else 1
+    act = bus.act_bus_cycles(hw) if hw.organization.shared_bus and "ACT" in ops else 1
+    return max(lat, 1, gb, act)
 
 
 def solve_period(
@@ -329,7 +333,7 @@ def solve_period(
     t0 = time.perf_counter()
     p, ii_e = period.length, period.emitted_ii
     mac_floor = sum(1 for x in cmds[period.first : period.first + p] if x.op == "MAC") * hw.mac_interval
-    lmax = _longest_latency(hw)
+    lmax = _longest_latency(hw, {x.op for x in cmds[period.first : period.first + p]})
 
     channels: list[tuple[list[Command], Period]] = [(cmds, period)]
     energy = recurrence = 0
