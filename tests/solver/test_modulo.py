@@ -198,3 +198,15 @@ def test_a_loop_cut_by_refresh_is_one_loop_in_all_its_runs():
     assert p.iterations == 5 and p.repeats == 4 + 5
     macs = [_cmd(j, "MAC", 4 * j, 0, 0) for j in range(20)]
     assert find_periods(macs, slots=8) == []
+
+
+def test_attention_loops_on_a_shared_bus_are_paired_and_proven():
+    """attention-llama2-c2048-hbm2-64ch: the score loop of each of the 4 head groups (3
+    iterations, their pair channel's within half an II) and the context loop are modelled beside
+    the channel they share their buses with, and each emitted loop is proven the least (292, 301)."""
+    block = steady_states(_run("micro/attention-llama2-c2048-hbm2-64ch.yaml"), time_limit=60)
+    loops = block["loops"]
+    assert [lp["task"].split("/")[0] for lp in loops] == ["scores"] * 4 + ["context"]
+    assert [lp["emitted_ii"] for lp in loops] == [292] * 4 + [301]
+    assert all(lp["emitted_proven_optimal"] for lp in loops)
+    assert block["proven_loop_cycles"] == sum(lp["repeats"] * lp["emitted_ii"] for lp in loops)
