@@ -40,9 +40,11 @@ def task_at(run_result, channel: int, cycle: int) -> str | None:
     return max(started)[1] if started else None
 
 
-def channel_commands(run_result, channel: int) -> list[Command]:
-    """One channel's commands, expanded (solver/cmdlevel/commands.expand)."""
-    logs, _ = inputs_of(run_result)
+def channel_commands(run_result, channel: int, logs=None) -> list[Command]:
+    """One channel's commands, expanded (solver/cmdlevel/commands.expand). `logs`: the per-channel
+    command logs (`inputs_of`), if already split."""
+    if logs is None:
+        logs, _ = inputs_of(run_result)
     return expand(run_result.hardware, [run_result.compiled.streams.channels[channel]], [logs[channel]])[1]
 
 
@@ -52,8 +54,8 @@ def steady_states(run_result, time_limit: float = 30.0, workers: int = 1) -> dic
     hw = r.hardware
     logs, _ = inputs_of(r)
     c = critical_channel(logs)
-    cmds = channel_commands(r, c)
-    partner = channel_commands(r, bus.partner(c)) if hw.organization.shared_bus else None
+    cmds = channel_commands(r, c, logs)
+    partner = channel_commands(r, bus.partner(c), logs) if hw.organization.shared_bus else None
     theirs = find_periods(partner, buffer_slots(hw)) if partner is not None else None
     loops = []
     for period in find_periods(cmds, buffer_slots(hw)):

@@ -50,7 +50,9 @@ def _scoped(hw: Hardware, prev: str, nxt: str) -> int:
 
 
 def row_change_loads(hw: Hardware) -> tuple[int, int] | None:
-    """(before the ACT, in all): global-buffer loads a row change of one-bank units carries, or
+    """(before the ACT, hidden): of the global-buffer loads a row change of one-bank units
+    carries, how many go before its ACT (as many as issue before the ACT could), and how many a
+    change takes from the next step's pending loads (as many as delay the next MAC not at all);
     None where a load between two MACs costs no more than the MAC spacing (a dedicated write
     path: loads are spread over the MACs instead).
 

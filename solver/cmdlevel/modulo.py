@@ -213,9 +213,8 @@ def paired(
             continue
         # the same loop may begin at another command of its period there: rotate it to ours
         # (the first command's buffer step is taken from the one before it, so not compared)
-        turn = next(
-            (r for r in range(p) if signatures(partner[q.first + r : q.first + r + p], slots)[1:] == own[1:]), None
-        )
+        theirs = signatures(partner[q.first : q.first + 2 * p], slots)
+        turn = next((r for r in range(p) if theirs[r + 1 : r + p] == own[1:]), None)
         if turn is None:
             continue
         if turn:
