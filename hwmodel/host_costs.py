@@ -18,6 +18,11 @@ Costs, in memory-clock cycles (all integers):
 * A head range (ISA 1.4: HOP/EPI ``head0``, ``heads`` > 0): a softmax over attention scores
   [B, H, L] run on heads head0.. only, an attn_score/attn_context epilogue of those heads only:
   the same formulas over the range's elements (``heads / H`` of every tensor counted).
+* A batch range (ISA 1.5: HOP/EPI ``batch0``, ``batches`` > 0): a host op on batch rows batch0..
+  only (an op other than gemv/attention whose activation inputs and output all lead with the
+  batch axis, `op_batch`), an epilogue of a PIM op's outputs of those rows: the same formulas
+  over the range's elements (``batches / B`` of every activation tensor counted). A program runs
+  a batch as micro-batches so (solver/micro_batch.py).
 """
 
 from __future__ import annotations
@@ -84,20 +89,64 @@ def head_range_error(program, op_index: int, mnemonic: str, head0: int, heads: i
     return None
 
 
-def _share(program, op, n: int, heads: int) -> int:
-    """Elements of a tensor of `n` elements in a range of `heads` heads of the op (0: all)."""
+BATCH_RANGES_ISA = (1, 5)  # the first ISA version whose HOP/EPI take a batch range
+
+
+def has_batch_ranges(hw: Hardware) -> bool:
+    """Whether the device's ISA runs HOP/EPI on batch ranges (ISA 1.5)."""
+    return tuple(map(int, hw.isa_version.split("."))) >= BATCH_RANGES_ISA
+
+
+def op_batch(program, op) -> int:
+    """The batch rows a batch range of an op counts: for an op in memory (its EPI) the leading
+    axis of its output; for a host op (not gemv/attention) the leading axis its output and every
+    activation input share (0: they do not share one, or an op the host's matrix unit runs)."""
+    out = program.tensors[op.outputs[0]].shape
+    if not out:
+        return 0
+    if op.kind.value in MATRIX_KINDS:
+        return int(out[0])
+    if program.tensors[op.outputs[0]].role.value != "activation":
+        return 0  # a kv_append writes its cache version
+    acts = [program.tensors[n].shape for n in op.inputs if program.tensors[n].role.value == "activation"]
+    return int(out[0]) if acts and all(s and s[0] == out[0] for s in acts) else 0
+
+
+def batch_range_error(program, op_index: int, mnemonic: str, batch0: int, batches: int, heads: int = 0) -> str | None:
+    """Why a HOP/EPI batch range is not valid for op ``program.ops[op_index]`` (None: it is, or
+    batches = 0, every row)."""
+    if batches == 0:
+        return None if batch0 == 0 else f"batch0 = {batch0} without batches (batches = 0 is every batch row)"
+    op = program.ops[op_index]
+    if heads:
+        return "a head range and a batch range do not combine"
+    if mnemonic == "HOP" and op.kind.value in MATRIX_KINDS:
+        return f"a HOP of {op.kind.value} '{op.name}' (the host's matrix unit) runs every batch row"
+    total = op_batch(program, op)
+    if total == 0:
+        return f"op '{op.name}' has no batch axis its output and activation inputs share"
+    if batch0 + batches > total:
+        return f"batch rows {batch0}..{batch0 + batches - 1} outside op '{op.name}''s {total}"
+    return None
+
+
+def _share(program, op, n: int, heads: int, batches: int = 0) -> int:
+    """Elements of a tensor of `n` elements in a range of `heads` heads or `batches` batch rows of
+    the op (0: all)."""
+    if batches:
+        return n * batches // op_batch(program, op)
     return n if heads == 0 else n * heads // op_heads(program, op)
 
 
-def host_op_cycles(hw: Hardware, program, op_index: int, heads: int = 0) -> int:
+def host_op_cycles(hw: Hardware, program, op_index: int, heads: int = 0, batches: int = 0) -> int:
     """Cycles the host unit is busy running op ``program.ops[op_index]`` (HOP; `heads` > 0: a
-    softmax on that many of its heads)."""
+    softmax on that many of its heads; `batches` > 0: on that many batch rows)."""
     op = program.ops[op_index]
     if op.kind.value in MATRIX_KINDS:
         work, rate = _macs(program, op), hw.host.matrix_macs_per_cycle
     else:
         work = _activation_elements(program, op.inputs) + _activation_elements(program, op.outputs)
-        work = _share(program, op, work, heads)
+        work = _share(program, op, work, heads, batches)
         rate = hw.host.vector_elements_per_cycle
     return hw.host.dispatch_cycles + -(-work // rate)
 
@@ -130,9 +179,9 @@ def epilogue_chain_cycles(hw: Hardware, program, op_indices) -> list[int]:
     return [epilogue_cycles(hw, program, i) - (hw.host.dispatch_cycles if k else 0) for k, i in enumerate(op_indices)]
 
 
-def epilogue_cycles(hw: Hardware, program, op_index: int, heads: int = 0) -> int:
+def epilogue_cycles(hw: Hardware, program, op_index: int, heads: int = 0, batches: int = 0) -> int:
     """Cycles of the epilogue (EPI) of PIM-dispatched op ``program.ops[op_index]`` (`heads` > 0:
-    of that many of an attention op's heads)."""
+    of that many of an attention op's heads; `batches` > 0: of that many batch rows)."""
     op = program.ops[op_index]
-    out = _share(program, op, _numel(program.tensors[op.outputs[0]].shape), heads)
+    out = _share(program, op, _numel(program.tensors[op.outputs[0]].shape), heads, batches)
     return hw.host.dispatch_cycles + -(-out // hw.host.vector_elements_per_cycle)

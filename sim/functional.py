@@ -22,7 +22,8 @@ the host tensor's dtype. EPI: gemv out = round(staging + bias), attn_score out =
 gemv or attention (the host matrix unit), whose dot products follow hwmodel.numerics as in PIM.
 HMV: the rows' dot products by hwmodel.numerics (x and W as stored on the host), added to the
 staging tensor. A HOP or EPI with a head range (ISA 1.4) reads and writes only the elements of
-those heads (a softmax's rows are independent, so its values are the whole op's).
+those heads (a softmax's rows are independent, so its values are the whole op's); one with a
+batch range (ISA 1.5) only the rows of those sequences (weights read whole).
 """
 
 from __future__ import annotations
@@ -347,6 +348,8 @@ class Machine:
         heads = ins.get("heads")  # ISA 1.4: > 0, only heads head0.. of every batch row
         if heads:
             return self._head_range(op, ins, s, i, time)
+        if ins.get("batches"):  # ISA 1.5: > 0, only batch rows batch0..
+            return self._batch_range(op, ins, s, i, time)
         if ins.op == "HOP":
             vals = {}
             for k, n in enumerate(op.inputs):
@@ -411,6 +414,43 @@ class Machine:
             tt = self.program.tensors[out_name]
             t = self.host[out_name] = HostTensor(out_name, tt.shape, tt.dtype.value)
         self.pending[(s, i)] = (t, idx, np.asarray(out).reshape(-1), False)
+
+    def _batch_range(self, op, ins, s: int, i: int, time: int) -> None:
+        """HOP or EPI on batch rows batch0.. (the timing pass checked the range): reads the rows
+        of its activation inputs (weights whole) or of its staging, writes those rows."""
+        batch0, batches = ins.get("batch0"), ins.get("batches")
+        out_name = op.outputs[0]
+
+        def rows(name: str) -> slice:
+            shape = self.program.tensors[name].shape
+            x = math.prod(shape[1:])
+            return slice(batch0 * x, (batch0 + batches) * x)
+
+        if ins.op == "HOP":  # not a gemv or attention (the timing pass refused those)
+            vals = {}
+            for k, n in enumerate(op.inputs):
+                tt = self.program.tensors[n]
+                t = self._operand(op, k, s, i, time)
+                if tt.role.value == "activation":
+                    vals[n] = self.read(t, rows(n), s, i, time).reshape((batches, *tt.shape[1:]))
+                else:
+                    vals[n] = self.read(t, slice(0, t.size), s, i, time).reshape(tt.shape)
+            out = execute(op, self.program, vals)
+        else:
+            st = self._named(out_name + "#acc", s, i, time)
+            out = self.read(st, rows(out_name), s, i, time).astype(F32)
+            kind = op.kind.value
+            if kind == "gemv" and len(op.inputs) == 3:
+                bt = self._operand(op, 2, s, i, time)
+                bias = self.read(bt, slice(0, bt.size), s, i, time).astype(F32)
+                out = (out.reshape(-1, bias.size) + bias).reshape(-1)
+            elif kind == "attn_score":
+                out = out * F32(1.0 / math.sqrt(op.attrs["head_dim"]))
+        t = self.host.get(out_name)
+        if t is None:
+            tt = self.program.tensors[out_name]
+            t = self.host[out_name] = HostTensor(out_name, tt.shape, tt.dtype.value)
+        self.pending[(s, i)] = (t, rows(out_name), np.asarray(out).reshape(-1), False)
 
     def _hmv(self, op, ins, s: int, i: int, time: int) -> None:
         """Rows row0.. of a gemv on the host: fp32 x . W[n] added into the staging `Y#acc` at delivery."""

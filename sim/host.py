@@ -12,6 +12,7 @@ import numpy as np
 
 from hwmodel.host_costs import (  # noqa: F401  (re-exported: the simulator's API)
     MATRIX_KINDS,
+    batch_range_error,
     chain_cycles,
     epilogue_chain_cycles,
     epilogue_cycles,
@@ -49,10 +50,11 @@ class HostRunner:
     def _duration(self, kind: int, op_index: int, i: int) -> int:
         chained = self.stream[i].get("chain") == 1
         rows = self.stream[i].get("rows") if kind == OP_HMV else 0
-        head0, heads = (0, 0) if kind == OP_HMV else (self.stream[i].get("head0"), self.stream[i].get("heads"))
-        key = (kind, op_index, chained, rows, head0, heads)
+        ins = self.stream[i]
+        head0, heads = (0, 0) if kind == OP_HMV else (ins.get("head0"), ins.get("heads"))
+        batch0, batches = (0, 0) if kind == OP_HMV else (ins.get("batch0"), ins.get("batches"))
+        key = (kind, op_index, chained, rows, head0, heads, batch0, batches)
         if key not in self._cost:
-            ins = self.stream[i]
             if self.program is None:
                 raise SimulationError(
                     "stream",
@@ -85,9 +87,12 @@ class HostRunner:
             bad = head_range_error(self.program, op_index, ins.op, head0, heads)
             if bad is not None:
                 raise SimulationError("symbol", f"{ins.op} head range: {bad}", stream="host", instr=i, instruction=ins)
+            bad = batch_range_error(self.program, op_index, ins.op, batch0, batches, heads)
+            if bad is not None:
+                raise SimulationError("symbol", f"{ins.op} batch range: {bad}", stream="host", instr=i, instruction=ins)
             fn = host_op_cycles if kind == OP_HOP else epilogue_cycles
             # a HOP (EPI) chained to the one before it is part of the same kernel launch
-            self._cost[key] = fn(self.hw, self.program, op_index, heads) - (
+            self._cost[key] = fn(self.hw, self.program, op_index, heads, batches) - (
                 self.hw.host.dispatch_cycles if chained else 0
             )
         return self._cost[key]

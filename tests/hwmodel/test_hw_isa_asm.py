@@ -29,6 +29,7 @@ def small_stream():
         make("EPI", op=8),
         make("HMV", op=9, row0=3584, rows=512),
         make("HMV", op=10, row0=0, rows=4096, chain=1),
+        make("HOP", op=11, batch0=2, batches=2),
     ]
 
 

@@ -10,7 +10,8 @@ RD bank=2 col=0 count=32 dst=3 offset=1099511627775
 PRE mask=0xFFFF
 @3900 REF
 SIG id=2
-HOP op=7 chain=0 head0=0 heads=0
-EPI op=8 chain=0 head0=0 heads=0
+HOP op=7 chain=0 head0=0 heads=0 batch0=0 batches=0
+EPI op=8 chain=0 head0=0 heads=0 batch0=0 batches=0
 HMV op=9 row0=3584 rows=512 chain=0
 HMV op=10 row0=0 rows=4096 chain=1
+HOP op=11 chain=0 head0=0 heads=0 batch0=2 batches=2
