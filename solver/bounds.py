@@ -81,8 +81,8 @@ def _mode_end(problem: SchedulingProblem, mode, deps: list, ends: dict) -> dict[
     wait: dict[str, int] = {}
     for d in deps:
         for pop, _cop, u in problem.ports(d, mode):
-            heads = mode.heads.get(u) if pop is not None else None
-            ready = min(end[m.output_for(pop, heads)] for m, end in ends[d.before])
+            part = mode.reads_range(u) if pop is not None else None
+            ready = min(end[m.output_for(pop, part)] for m, end in ends[d.before])
             wait[u] = max(wait.get(u, 0), ready)
     end: dict[str, int] = {}
     for _ in range(len(tasks)):

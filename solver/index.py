@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from solver.problem import HOST, Dependency, Job, Mode, SchedulingProblem, Solution, Task
+from solver.problem import HOST, Dependency, Job, Mode, Range, SchedulingProblem, Solution, Task
 
 
 @dataclass(frozen=True)
@@ -213,32 +213,30 @@ class ProblemIndex:
         for job in self.problem.jobs:
             best = None
             for mode in job.modes:
-                # input task -> (producer job, op, heads it reads)
-                waits: dict[str, list[tuple[str, str | None, tuple[int, int] | None]]] = {}
+                # input task -> (producer job, op, part it reads)
+                waits: dict[str, list[tuple[str, str | None, Range | None]]] = {}
                 for d in self.deps_into[job.name]:
                     for pop, _cop, u in self.problem.ports(d, mode):
-                        waits.setdefault(u, []).append((d.before, pop, mode.heads.get(u)))
+                        waits.setdefault(u, []).append((d.before, pop, mode.reads_range(u)))
                 for t in self.topo[(job.name, mode.name)]:
                     h = 0
                     for b, lag in self.in_edges[t.name]:
                         h = max(h, self.head[b] + self.tasks[b].task.duration + lag)
-                    for producer, pop, heads in waits.get(t.name, ()):
-                        h = max(h, self.earliest_available(producer, t.resource, pop, heads))
+                    for producer, pop, part in waits.get(t.name, ()):
+                        h = max(h, self.earliest_available(producer, t.resource, pop, part))
                     self.head[t.name] = h
                 out = mode.task(mode.output)
                 end = self.head[out.name] + out.duration
                 best = end if best is None else min(best, end)
             self.min_ready[job.name] = best  # type: ignore[assignment]
 
-    def earliest_available(
-        self, producer: str, resource: str, op: str | None = None, heads: tuple[int, int] | None = None
-    ) -> int:
+    def earliest_available(self, producer: str, resource: str, op: str | None = None, part: Range | None = None) -> int:
         """Lower bound on when a consumer task on `resource` may start after `producer` (after
-        its op `op`'s result, None: after its output; for a reader of `heads`, None: all)."""
+        its op `op`'s result, None: after its output; for a reader of `part`, None: all)."""
         job = self.jobs[producer]
         best = None
         for mode in job.modes:
-            out = mode.task(mode.output_for(op, heads))
+            out = mode.task(mode.output_for(op, part))
             v = self.head[out.name] + out.duration + self.lag(out.resource, resource)
             best = v if best is None else min(best, v)
         return best  # type: ignore[return-value]
@@ -254,7 +252,7 @@ class ProblemIndex:
                     for d in self.deps_from[job.name]:
                         for pop, cop in d.ops or ((None, None),):
                             if t.name == mode.output_for(pop) or any(
-                                t.name == h[2] for h in (mode.head_outputs.get(pop, ()) if pop else ())
+                                t.name == h[2] for h in (mode.ranges_of(pop) if pop else ())
                             ):
                                 q = max(q, self._consumer_tail(d.after, t, mode, pop, cop))
                     self.tail[t.name] = q
@@ -262,7 +260,7 @@ class ProblemIndex:
     def _consumer_tail(self, consumer: str, task: Task, producer: Mode, pop: str | None, op: str | None) -> int:
         """Least time after producer task `task` (of mode `producer`) until the end, over
         `consumer`'s modes: only the input tasks that read op `op` (None: every input task) and
-        wait for this task (`Mode.output_for` of producer op `pop`, by the heads they read)."""
+        wait for this task (`Mode.output_for` of producer op `pop`, by the part they read)."""
         job = self.jobs[consumer]
         from_resource = task.resource
         best = None
@@ -271,7 +269,7 @@ class ProblemIndex:
             for i in mode.inputs:
                 if op is not None and not mode.reads_op(i, op):
                     continue
-                if producer.output_for(pop, mode.heads.get(i) if pop is not None else None) != task.name:
+                if producer.output_for(pop, mode.reads_range(i) if pop is not None else None) != task.name:
                     continue
                 u = mode.task(i)
                 v = max(v, self.lag(from_resource, u.resource) + u.duration + self.tail[u.name])

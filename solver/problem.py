@@ -22,7 +22,8 @@ rules) and consumed by `solver.cpsat` and `solver.heuristics`, which return a `S
   softmax) wait for it. A mode pipelined by head groups refines this by heads
   (`Mode.heads`, `Mode.head_outputs`): an input task that reads heads [h0, h1) of a producer op
   waits for the producer mode's task that makes a head range covering them ready, if it has one
-  (`Mode.output_for`). `SchedulingProblem.links` is the one place this rule is spelled out.
+  (`Mode.output_for`); a batch run as micro-batches likewise by batch rows (`Mode.batch_rows`,
+  `Mode.batch_outputs`). `SchedulingProblem.links` is the one place this rule is spelled out.
 - Capacity: a mode uses `usage[group]` DRAM rows in every bank of every channel of that group;
   per group the sum over chosen modes (times `repeat`, for layer templates) must not exceed the
   group's `capacity_rows` (rows per bank left after the reserved KV cache and other fixed data).
@@ -33,12 +34,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .payload import ModePayload
 
 HOST = "host"
+
+
+class Axis(StrEnum):
+    """What a mode cuts an op's result by, for readers that need only part of it."""
+
+    HEADS = "heads"  # attention heads (solver/head_groups.py)
+    BATCH = "batch"  # batch rows (solver/micro_batch.py)
+
+
+class Range(NamedTuple):
+    """Elements [lo, hi) along `axis` of a result."""
+
+    axis: Axis
+    lo: int
+    hi: int
 
 
 @dataclass(frozen=True)
@@ -85,19 +101,38 @@ class Mode:
     # are ready, ranges in head order, each task ending no earlier than the one before (the mode
     # chains them): a consumer reading heads [a, b) waits for the task of the range holding b - 1
     head_outputs: dict[str, tuple[tuple[int, int, str], ...]] = field(default_factory=dict)
+    # a batch run as micro-batches (solver/micro_batch.py), likewise by batch rows: input task ->
+    # the rows [b0, b1) of the producer's result it reads, and covered op -> ((b0, b1, task), ...)
+    batch_rows: dict[str, tuple[int, int]] = field(default_factory=dict)
+    batch_outputs: dict[str, tuple[tuple[int, int, str], ...]] = field(default_factory=dict)
 
     def output_of(self, op: str) -> str:
         return self.outputs.get(op, self.output)
 
-    def output_for(self, op: str | None, heads: tuple[int, int] | None = None) -> str:
+    def reads_range(self, task: str) -> Range | None:
+        """The part of its producers' results input task `task` reads: a head range, a batch-row
+        range, or None (all of it)."""
+        if task in self.heads:
+            return Range(Axis.HEADS, *self.heads[task])
+        if task in self.batch_rows:
+            return Range(Axis.BATCH, *self.batch_rows[task])
+        return None
+
+    def ranges_of(self, op: str) -> tuple[tuple[int, int, str], ...]:
+        """Every (lo, hi, task) range of `op`'s result this mode makes ready piece by piece."""
+        return self.head_outputs.get(op, ()) + self.batch_outputs.get(op, ())
+
+    def output_for(self, op: str | None, part: Range | None = None) -> str:
         """The task after which `op`'s result (None: the job's output) is ready for a reader of
-        `heads` (None: all of it): the task of the last head range they reach (the ranges
-        before it are ready by then), else the op's."""
+        `part` (None: all of it): the task of the last range of that axis they reach (the ranges
+        before it are ready by then), else the op's (a reader by heads of a result made ready
+        by batch rows, or the reverse, waits for all of it)."""
         if op is None:
             return self.output
-        if heads is not None:
-            for h0, h1, task in self.head_outputs.get(op, ()):
-                if h0 <= heads[1] - 1 < h1:
+        if part is not None:
+            pieces = self.head_outputs if part.axis is Axis.HEADS else self.batch_outputs
+            for lo, hi, task in pieces.get(op, ()):
+                if lo <= part.hi - 1 < hi:
                     return task
         return self.output_of(op)
 
@@ -195,7 +230,7 @@ class SchedulingProblem:
         these modes are chosen: `after`'s input starts >= the output's end + lag."""
         out: list[tuple[str, str]] = []
         for pop, _cop, u in self.ports(d, after):
-            pair = (before.output_for(pop, after.heads.get(u)), u)
+            pair = (before.output_for(pop, after.reads_range(u)), u)
             if pair not in out:
                 out.append(pair)
         return out

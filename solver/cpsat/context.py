@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from solver.index import ProblemIndex
-from solver.problem import Job, Mode, SchedulingProblem
+from solver.problem import Job, Mode, Range, SchedulingProblem
 
 
 @dataclass
@@ -29,13 +29,13 @@ class ModelContext:
     start: dict[str, cp_model.IntVar] = field(default_factory=dict)  # task -> start var
     interval: dict[str, cp_model.IntervalVar] = field(default_factory=dict)
     by_resource: dict[str, list[str]] = field(default_factory=dict)  # resource -> task names
-    # (job, op, heads read) -> result ready
-    ready: dict[tuple[str, str | None, tuple[int, int] | None], cp_model.LinearExprT] = field(default_factory=dict)
-    ready_var: dict[tuple[str, str | None, tuple[int, int] | None], cp_model.IntVar] = field(
+    # (job, op, part read) -> result ready
+    ready: dict[tuple[str, str | None, Range | None], cp_model.LinearExprT] = field(default_factory=dict)
+    ready_var: dict[tuple[str, str | None, Range | None], cp_model.IntVar] = field(
         default_factory=dict
     )  # only real vars
-    # (job, op, heads read, res)
-    out_lit: dict[tuple[str, str | None, tuple[int, int] | None, str], cp_model.IntVar] = field(default_factory=dict)
+    # (job, op, part read, res)
+    out_lit: dict[tuple[str, str | None, Range | None, str], cp_model.IntVar] = field(default_factory=dict)
     makespan: cp_model.IntVar | None = None
     n_ref: cp_model.IntVar | None = None
     symmetry_classes: list[list[str]] = field(default_factory=list)

@@ -51,13 +51,13 @@ def hint_values(ctx: ModelContext, hint: Solution) -> _Values:
                     v = s.proto.domain[0]
                 values[s] = v
         mode = idx.mode(job.name, chosen)
-        for (j, op, heads), var in ctx.ready_var.items():
+        for (j, op, part), var in ctx.ready_var.items():
             if j == job.name:
-                out = mode.task(mode.output_for(op, heads))
+                out = mode.task(mode.output_for(op, part))
                 values[var] = hint.starts[out.name] + out.duration
-        for (j, op, heads, r), y in ctx.out_lit.items():
+        for (j, op, part, r), y in ctx.out_lit.items():
             if j == job.name:
-                values[y] = int(mode.task(mode.output_for(op, heads)).resource == r)
+                values[y] = int(mode.task(mode.output_for(op, part)).resource == r)
     M = lumped_makespan(ctx.problem, max_end, work)
     values[ctx.makespan] = M
     if ctx.n_ref is not None:

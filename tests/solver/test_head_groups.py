@@ -19,7 +19,7 @@ from solver.heuristics import head_group_count
 from solver.lower import LowerOptions, lower
 from solver.mvshape import head_group, mv_shape
 from solver.payload import Role
-from solver.problem import HOST, Mode, Task
+from solver.problem import HOST, Axis, Mode, Range, Task
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,13 +65,15 @@ def test_a_reader_of_heads_waits_for_the_last_range_it_reaches():
     t = [Task(n, HOST, 1) for n in ("e0", "e1", "e2", "e3")]
     ranges = {"s": tuple((2 * i, 2 * i + 2, f"e{i}") for i in range(4))}
     mode = Mode("heads4", tuple(t), (), (), "e3", head_outputs=ranges)
-    assert mode.output_for("s", (0, 2)) == "e0"
-    assert mode.output_for("s", (2, 4)) == "e1"
-    assert mode.output_for("s", (6, 8)) == "e3"
-    assert mode.output_for("s", (0, 4)) == "e1" and mode.output_for("s", (2, 5)) == "e2"
-    assert mode.output_for("s", (6, 9)) == "e3"  # past the ranges: the whole op
-    assert mode.output_for("s", None) == "e3" and mode.output_for(None, (0, 2)) == "e3"
-    assert mode.output_for("other", (0, 2)) == "e3"
+    h = lambda a, b: Range(Axis.HEADS, a, b)  # noqa: E731
+    assert mode.output_for("s", h(0, 2)) == "e0"
+    assert mode.output_for("s", h(2, 4)) == "e1"
+    assert mode.output_for("s", h(6, 8)) == "e3"
+    assert mode.output_for("s", h(0, 4)) == "e1" and mode.output_for("s", h(2, 5)) == "e2"
+    assert mode.output_for("s", h(6, 9)) == "e3"  # past the ranges: the whole op
+    assert mode.output_for("s", None) == "e3" and mode.output_for(None, h(0, 2)) == "e3"
+    assert mode.output_for("other", h(0, 2)) == "e3"
+    assert mode.output_for("s", Range(Axis.BATCH, 0, 1)) == "e3"  # a reader by batch rows: all of it
 
 
 def test_host_costs_of_a_head_range():
