@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
+from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, epilogue_cycles, host_op_cycles, mv_chain_cycles
 from hwmodel.isa import ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import no_gc
 from hwmodel.streams import Placement, StreamSet
@@ -80,6 +80,12 @@ def _layouts(
         out[job.name] = []
         for pl in chosen[job.name].payload.tilings:
             tiling = lowering.tiling(pl.shape, pl.channels, pl.style, pl.kind)
+            if pl.shares is not None:  # the same resident data, laid out alike: the rows of that tiling
+                first = out[job.name][pl.shares]
+                if Layout(hw, tiling, 0).rows_per_bank != first.rows_per_bank or tiling.slots != first.t.slots:
+                    raise DecodeError(f"{job.name}: a tiling sharing rows lays its data out differently")
+                out[job.name].append(Layout(hw, tiling, first.base_rows))
+                continue
             probe = Layout(hw, tiling, 0)
             base = {}
             for g in pl.groups:
@@ -118,6 +124,17 @@ def _task_commands(
         op, head0, heads = what
         ins = make("EPI" if kind is Role.EPI_HEADS else "HOP", op=op_index[op], head0=head0, heads=heads)
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
+    if kind in (Role.EPI_BATCH, Role.HOP_BATCH):  # a micro-batch's epilogues or host ops, one launch
+        ops, batch0, batches = what
+        single = "HOP" if kind is Role.HOP_BATCH else "EPI"
+        seq = [
+            make(single, op=op_index[o], chain=int(k > 0), batch0=batch0, batches=batches) for k, o in enumerate(ops)
+        ]
+        cost = host_op_cycles if kind is Role.HOP_BATCH else epilogue_cycles
+        launch = hw.host.dispatch_cycles
+        busy = [cost(hw, program, op_index[o], 0, batches) - (launch if k else 0) for k, o in enumerate(ops)]
+        rel = tuple(sum(busy[:k]) for k in range(len(busy)))
+        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
     if kind is Role.HMVS:  # rows of gemvs on the host, one launch
         seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
         busy = mv_chain_cycles(hw, program, [(op_index[o], n) for o, _r0, n in what])
@@ -258,7 +275,7 @@ def _decode(
         mode = chosen[job.name]
         tilings = mode.payload.tilings
         for pl, lay in zip(tilings, layouts[job.name]):
-            if want_placements:
+            if want_placements and pl.shares is None:
                 placements.extend(lay.placements())
             in_banks.update(p.resident for p in pl.shape.parts) if pl.shape.parts else in_banks.add(pl.shape.resident)
             if pl.kind is TilingKind.HOSTGEMV:
@@ -298,6 +315,8 @@ def _decode(
             if r.role is Role.HOPS
             else (r.arg[0],)
             if r.role is Role.HOP_HEADS
+            else r.arg[0]
+            if r.role is Role.HOP_BATCH
             else ()
         )
     ]

@@ -174,10 +174,18 @@ def head_group_count(mode: Mode) -> int:
     return max((len(r) for r in mode.head_outputs.values()), default=0)
 
 
-def _greedy_pass(problem: SchedulingProblem, idx: ProblemIndex, heads: int = 0) -> Solution | str:
+def micro_batch_count(mode: Mode) -> int:
+    """How many micro-batches a mode runs its job as (solver/micro_batch.py; 0: none)."""
+    return max((len(r) for r in mode.batch_outputs.values()), default=0)
+
+
+def _greedy_pass(
+    problem: SchedulingProblem, idx: ProblemIndex, heads: int = 0, micro_batches: int = 0
+) -> Solution | str:
     """One list-scheduling pass; `heads` > 0: jobs with modes pipelined by that many head groups
     choose among those only (a head group's softmax pays off only when its scores and context
-    run by head groups too, which the earliest-output-end rule, job by job, cannot see)."""
+    run by head groups too, which the earliest-output-end rule, job by job, cannot see);
+    `micro_batches` > 0: likewise jobs with modes run as that many micro-batches."""
     rep = problem.repeat
     groups = [g.name for g in problem.groups]
     cap = {g.name: g.capacity_rows for g in problem.groups}
@@ -200,6 +208,8 @@ def _greedy_pass(problem: SchedulingProblem, idx: ProblemIndex, heads: int = 0) 
             return True
 
         modes = [m for m in job.modes if head_group_count(m) == heads] if heads else []
+        if micro_batches:
+            modes = [m for m in job.modes if micro_batch_count(m) == micro_batches]
         modes = modes or list(job.modes)
         cands = [m for m in modes if fits(m, True)] or [m for m in job.modes if fits(m, False)]
         if not cands:
@@ -294,6 +304,11 @@ def solve_greedy(problem: SchedulingProblem, naive_prefix: str = "naive") -> Sol
         h = _greedy_pass(problem, idx, g)
         if isinstance(h, Solution):
             h.message = f"attention pipelined by {g} head groups where a job offers it"
+            candidates.append(h)
+    for g in sorted({micro_batch_count(m) for j in problem.jobs for m in j.modes} - {0}):
+        h = _greedy_pass(problem, idx, micro_batches=g)
+        if isinstance(h, Solution):
+            h.message = f"the batch run as {g} micro-batches where a job offers it"
             candidates.append(h)
     if not candidates:
         packed = _packing_modes(problem, idx)

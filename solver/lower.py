@@ -8,7 +8,9 @@ Jobs follow the program in topological order:
   where the attention op's layout keeps the cache), PIM over group subsets, and pipelined by
   head groups (solver/head_groups.py: the score job, the softmax between them and the context
   job each get modes that run one head group at a time);
-- every other op is a host job (one HOP task).
+- every other op is a host job (one HOP task);
+- at batch 4 or more, every job also gets modes that run it as micro-batches
+  (solver/micro_batch.py), so that one micro-batch's host work overlaps another's GEMVs.
 Every task's duration comes from emitting its commands and issuing them with the hardware
 model's timing rules (`task_timing`), on every distinct channel of its group: a group's task
 lasts what its slowest channel takes, as in the decoded program. Durations are cached per
@@ -32,6 +34,7 @@ from .head_groups import attention_head_group_modes, softmax_head_group_modes
 from .host_emit import emit_weight_read
 from .ksplit import k_halves, ksplit_modes
 from .layout import Layout
+from .micro_batch import host_micro_batch_modes, mv_micro_batch_modes
 from .mvshape import MVShape, fused_shape, mv_shape
 from .pair_bus import round_shift
 from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
@@ -52,6 +55,7 @@ class LowerOptions:
     fuse: bool = True  # offer fused modes for gemvs that share their input
     k_split: bool = True  # offer gemvs split along k over two halves of the groups (solver/ksplit.py)
     head_groups: bool = True  # offer attention by head groups (solver/head_groups.py)
+    micro_batch: bool = True  # offer batches run as micro-batches (solver/micro_batch.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "style", Style(self.style))  # accept the value's string too
@@ -65,6 +69,7 @@ class LowerOptions:
             fuse=Alternative.FUSION not in w,
             k_split=Alternative.K_SPLIT not in w,
             head_groups=Alternative.HEAD_GROUPS not in w,
+            micro_batch=Alternative.MICRO_BATCH not in w,
             **kw,
         )
 
@@ -519,6 +524,7 @@ class Lowerer:
                 append_op = ap.name if ap is not None else None
                 modes = self._pim_modes(op.name, shape, append, append_op=append_op)
                 modes += attention_head_group_modes(self, op.name, shape, append, append_op)
+                modes += mv_micro_batch_modes(self, op.name, shape, append, append_op)
             elif op.kind is OpKind.gemv and op.name in fusion:
                 members = fusion[op.name]
                 covered = list(members)
@@ -533,6 +539,7 @@ class Lowerer:
                     modes += split_modes(self, name, shape, "fused-split")
                     modes += ksplit_modes(self, name, shape, "fused-ksplit")
                     modes += self._unfused_modes(name, members, k_split=True)
+                    modes += mv_micro_batch_modes(self, name, shape)
                 else:
                     modes = self._unfused_modes(name, members)
                 jobs.append(self._job(name, covered, modes))
@@ -549,13 +556,14 @@ class Lowerer:
                         pass
                     modes += split_modes(self, op.name, shape)
                 modes += ksplit_modes(self, op.name, shape)
+                modes += mv_micro_batch_modes(self, op.name, shape)
             elif op.name in chains:
                 members = chains[op.name]
                 covered = list(members)
                 for m in members[1:]:
                     absorbed[m] = op.name
                 name = "+".join(members)
-                modes = self._host_chain_modes(name, members)
+                modes = self._host_chain_modes(name, members) + host_micro_batch_modes(self, name, members)
                 if self.opt.style == Style.NAIVE:
                     modes = [m for m in modes if m.name == "host"]
                 jobs.append(Job(name, tuple(covered), tuple(modes), self._layer(covered)))
@@ -575,6 +583,7 @@ class Lowerer:
                         ModePayload((), {hop.name: TaskRole(Role.HOP, op.name)}),
                     )
                 ] + head_groups
+                modes += host_micro_batch_modes(self, op.name, [op.name])
             if self.opt.style == Style.NAIVE:
                 modes = modes[:1]
             jobs.append(self._job(op.name, covered, modes))

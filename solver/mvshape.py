@@ -63,6 +63,9 @@ class MVShape:
     # row); the partial sums of the ranges meet in the output's staging (RDACC adds)
     k0: int = 0
     k_stride: int = 0
+    # a micro-batch (batch_range): batch rows batch0.. of the op (a gemv's vectors, an attention
+    # op's matrices are those rows' only)
+    batch0: int = 0
 
     @property
     def row_length(self) -> int:
@@ -92,7 +95,7 @@ class MVShape:
         p = self.part_of(row)
         if p is None:
             return self.output, self.output_index(m, v, row)
-        return p.output, v * p.op_rows + (row - p.row0 + p.src0)
+        return p.output, (self.batch0 + v) * p.op_rows + (row - p.row0 + p.src0)
 
     def same_part(self, row_a: int, row_b: int) -> bool:
         return self.part_of(row_a) is self.part_of(row_b)
@@ -104,7 +107,7 @@ class MVShape:
 
     def matrix_coords(self, m: int) -> tuple[int, int]:
         b, g = divmod(m, self.groups)
-        return b, self.group0 + g  # (batch row, kv head of the op)
+        return self.batch0 + b, self.group0 + g  # (batch row, kv head of the op)
 
     def element_index(self, m: int, row: int, k: int) -> int:
         """Flat index into the resident tensor of matrix m's element (row, k)."""
@@ -123,7 +126,7 @@ class MVShape:
 
     def vector_index(self, m: int, v: int, k: int) -> int:
         if self.kind_key == "gemv":
-            return v * self.row_length + self.k0 + k
+            return (self.batch0 + v) * self.row_length + self.k0 + k
         b, g = self.matrix_coords(m)
         h = g * self.heads_per_group + v
         if self.kind_key == "score":
@@ -132,7 +135,7 @@ class MVShape:
 
     def output_index(self, m: int, v: int, row: int) -> int:
         if self.kind_key == "gemv":
-            return v * self.rows + row
+            return (self.batch0 + v) * self.rows + row
         b, g = self.matrix_coords(m)
         h = g * self.heads_per_group + v
         if self.kind_key == "score":
@@ -217,6 +220,17 @@ def head_group(shape: MVShape, group0: int, groups: int) -> MVShape:
     return replace(shape, matrices=shape.batch * groups, groups=groups, group0=shape.group0 + group0)
 
 
+def batch_range(shape: MVShape, batch0: int, rows: int) -> MVShape:
+    """A shape cut to batch rows batch0..batch0+rows-1 of its op (a micro-batch): a gemv's input
+    vectors and outputs of those rows, an attention op's matrices of those rows (every kv head),
+    laid out and emitted as a matrix set of its own; the resident data is the same."""
+    if shape.batch0 or not 0 <= batch0 < batch0 + rows <= shape.batch:
+        raise ValueError(f"batch rows [{batch0}, {batch0 + rows}) of {shape.op} (batch {shape.batch})")
+    if shape.kind_key == "gemv":
+        return replace(shape, vectors=rows, batch0=batch0)
+    return replace(shape, matrices=rows * shape.groups, batch0=batch0)
+
+
 def fused_shape(program: Program, op_names: list[str], name: str) -> MVShape:
     """Gemv ops that read the same input vector, stacked along rows into one matrix."""
     shapes = [mv_shape(program, o) for o in op_names]
@@ -269,6 +283,7 @@ def row_range(shape: MVShape, lo: int, hi: int, name: str) -> MVShape:
         parts=tuple(parts),
         k0=shape.k0,
         k_stride=shape.k_stride,
+        batch0=shape.batch0,
     )
 
 

@@ -43,19 +43,33 @@ class Role(StrEnum):
     HMVS = "HMVS"  # rows of gemvs on the host matrix unit, ((op, first row, rows), ...)
     EPI_HEADS = "EPIH"  # the epilogue of an attention op's head range, (op name, first head, heads)
     HOP_HEADS = "HOPH"  # a softmax on a head range, (op name, first head, heads)
+    EPI_BATCH = "EPIB"  # one launch of epilogues on a batch range, (op names, first row, rows)
+    HOP_BATCH = "HOPB"  # one launch of host ops on a batch range, (op names, first row, rows)
 
     @property
     def on_host(self) -> bool:
         return self in HOST_ROLES
 
 
-HOST_ROLES = frozenset({Role.EPI, Role.HOP, Role.EPIS, Role.HOPS, Role.HMVS, Role.EPI_HEADS, Role.HOP_HEADS})
+HOST_ROLES = frozenset(
+    {
+        Role.EPI,
+        Role.HOP,
+        Role.EPIS,
+        Role.HOPS,
+        Role.HMVS,
+        Role.EPI_HEADS,
+        Role.HOP_HEADS,
+        Role.EPI_BATCH,
+        Role.HOP_BATCH,
+    }
+)
 
 
 class TaskRole(NamedTuple):
     """A task's role and its argument: a tiling index for channel roles, an op name (EPI, HOP),
-    op names (EPIS, HOPS), row ranges (HMVS) or (op name, first head, heads) (EPIH, HOPH) for
-    host roles."""
+    op names (EPIS, HOPS), row ranges (HMVS), (op name, first head, heads) (EPIH, HOPH) or
+    (op names, first batch row, rows) (EPIB, HOPB) for host roles."""
 
     role: Role
     arg: object
@@ -72,6 +86,9 @@ class MVPayload:
     channels: tuple[int, ...]
     style: Style
     append: tuple[str, int] | None = None  # (new k/v tensor, position) for attention jobs
+    # the index of the mode's tiling whose rows this one uses (the same resident data laid out
+    # the same way: the micro-batches of a gemv, solver/micro_batch.py); None: rows of its own
+    shares: int | None = None
 
 
 @dataclass

@@ -333,7 +333,7 @@ def test_compare_without_an_alternative_measures_what_it_buys(tmp_path):
         assert r.exit_code == 0, r.output
         (rep,) = json.loads(out.read_text())
         got[flags] = (rep["simulated_cycles"], rep["modes"]["gemv"], rep["offered"])
-    full = {"fusion": 0, "host-gemv": 1, "k-split": 1, "head-groups": 0}
+    full = {"fusion": 0, "host-gemv": 1, "k-split": 1, "head-groups": 0, "micro-batch": 0}
     assert got[()] == (6054, "ksplit[all]", full)
     assert got[("--without", "k-split")] == (6179, "pim[all]", {**full, "k-split": 0})
     assert got[("--without", "k-split,host-gemv")] == (6179, "pim[all]", {**full, "k-split": 0, "host-gemv": 0})

@@ -12,7 +12,7 @@ from solver.lower import LowerOptions, lower
 
 
 def _problem(without=()):
-    p = ir.build_decode_step(ir.PRESETS["tiny-llama"], batch=2, context=7, layers=1)
+    p = ir.build_decode_step(ir.PRESETS["tiny-llama"], batch=4, context=7, layers=1)  # (micro-batches from 4)
     return lower(load_hardware("hbm3-pim", ["organization.channels=8"]), p, LowerOptions.without(without))[0]
 
 
