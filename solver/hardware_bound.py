@@ -84,11 +84,13 @@ from enum import StrEnum
 from math import ceil
 
 from hwmodel import Hardware
-from hwmodel.host_costs import epilogue_cycles, has_head_ranges, host_op_cycles
+from hwmodel.host_costs import epilogue_cycles, has_batch_ranges, has_head_ranges, host_op_cycles, op_batch
 from hwmodel.model import completion_cycles
 from ir import OpKind, Program
 
 from .mvshape import mv_shape
+from .pipeline_bound import batch_rows
+from .pipeline_bound import pipelined_path_bound as pipelined
 from .problem import Refresh
 from .turnaround_bound import ChannelEnds, PhaseGaps, channel_ends, end_costs, link_read_spacing, phase_gaps
 
@@ -341,23 +343,35 @@ def row_cycle_bound(hw: Hardware, program: Program) -> int:
 
 
 def _earliest_finish(
-    hw: Hardware, program: Program, i: int, work: OpWork | None, start: int, fed: bool, first_fill: float = 0.0
+    hw: Hardware,
+    program: Program,
+    i: int,
+    work: OpWork | None,
+    start: int,
+    fed: bool,
+    first_fill: float = 0.0,
+    share: float = 1.0,
+    epi_share: float | None = None,
 ) -> int:
     """Least cycle op i's output can be ready when its inputs are ready at `start` (`fed`: its
     vector input is produced by another op, so a channel waits for the host's signal;
-    `first_fill`: the channel view's constant, PhaseGaps.first_fill, once on the op's MACs)."""
+    `first_fill`: the channel view's constant, PhaseGaps.first_fill, once on the op's MACs).
+    `share`: of a piece of the op holding that share of its rows (`work` scaled by the caller),
+    the host's work scaled alike; `epi_share` (default `share`): the epilogue's scale alone (the
+    last piece's, after all of the op's MACs: solver/pipeline_bound.py)."""
     op = program.ops[i]
     if op.kind is OpKind.kv_append:
         return start
     if not op.pim_capable:
-        return start + _host_compute(hw, program, i)
+        return start + ceil(_host_compute(hw, program, i) * share - 1e-6)
     sync = hw.host.sync_cycles
     lead = sync if fed else 0  # the vector reaches the channels; the result comes back: + sync
-    macs, epi = work.pim, _epilogue_compute(hw, program, i)  # MACs over all units, row changes included
-    in_memory = start + lead + ceil(macs + first_fill - 1e-6) + sync + epi
+    # MACs over all units, row changes included
+    macs, epi = work.pim, _epilogue_compute(hw, program, i) * (share if epi_share is None else epi_share)
+    in_memory = start + lead + ceil(macs + first_fill + epi - 1e-6) + sync
     if op.kind is not OpKind.gemv:
         return in_memory
-    gemm = _host_compute(hw, program, i)
+    gemm = _host_compute(hw, program, i) * share
     on_host = max(start, ceil(work.link)) + gemm  # the weights over the link (from cycle 0), then HOP
 
     def pim_part(f: float) -> float:  # rows [0, f) in memory, the rest on the host (HMV), then EPI
@@ -370,8 +384,23 @@ def _earliest_finish(
     for _ in range(40):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if pim_part(mid) < host_part(mid) else (lo, mid)
-    split = ceil(max(pim_part(lo), host_part(hi)) - 1e-6) + epi  # at most the crossing's value
-    return min(in_memory, on_host, split)
+    split = ceil(max(pim_part(lo), host_part(hi)) + epi - 1e-6)  # at most the crossing's value
+    return min(in_memory, ceil(on_host - 1e-6), split)
+
+
+def path_bound(hw: Hardware, program: Program, work: list[OpWork], first_fill: float = 0.0) -> int:
+    """The CRITICAL_PATH term: the longest chain of whole ops, or where a program may run a
+    batch as micro-batches (ISA 1.5 batch ranges, batch >= 2) the pipelined chain
+    (solver/pipeline_bound.py)."""
+    if has_batch_ranges(hw) and batch_rows(program) >= 2:
+        return pipelined_path_bound(hw, program, work, first_fill)
+    return critical_path_bound(hw, program, work, first_fill)
+
+
+def pipelined_path_bound(hw: Hardware, program: Program, work: list[OpWork], first_fill: float = 0.0) -> int:
+    """The chain of one batch row's pieces around each op's whole work (solver/pipeline_bound.py)."""
+    chains = head_chains(program) if has_head_ranges(hw) else {}
+    return pipelined(hw, program, work, _earliest_finish, chains, first_fill)
 
 
 def critical_path_bound(hw: Hardware, program: Program, work: list[OpWork], first_fill: float = 0.0) -> int:
@@ -491,13 +520,16 @@ def unit_ends(hw: Hardware, program: Program, work: list[OpWork]) -> Callable[[b
 def host_tail(hw: Hardware, program: Program) -> float:
     """After a channel's last read-out the host still syncs and runs an epilogue: the sync and the
     least epilogue of any op in memory without its launch (one head's share where attention may
-    finish by head ranges), for ChannelEnds.tail."""
+    finish by head ranges, one batch row's where an op may finish by batch ranges), for
+    ChannelEnds.tail."""
     epis = []
     for i, op in enumerate(program.ops):
         if not op.pim_capable or op.kind is OpKind.kv_append:
             continue
-        heads = op.attrs.get("heads", 1) if has_head_ranges(hw) and op.kind is not OpKind.gemv else 1
-        epis.append(_epilogue_compute(hw, program, i) / max(1, heads))
+        pieces = op.attrs.get("heads", 1) if has_head_ranges(hw) and op.kind is not OpKind.gemv else 1
+        if has_batch_ranges(hw):  # an epilogue of one batch row's outputs (ISA 1.5)
+            pieces = max(pieces, op_batch(program, op))
+        epis.append(_epilogue_compute(hw, program, i) / max(1, pieces))
     return hw.host.sync_cycles + min(epis, default=0.0)
 
 
@@ -525,14 +557,14 @@ def hardware_bound(hw: Hardware, program: Program) -> HardwareBound:
     work = op_work(hw, program)
     own, fixed, share = host_busy_cycles(hw, program)
     _channel, streaming = streaming_bound(hw, work, own + fixed, ends=unit_ends(hw, program, work), activate=True)
-    critical = critical_path_bound(hw, program, work)
+    critical = path_bound(hw, program, work)
     gaps = phase_gaps(hw)
     if gaps.gap > 0:  # the channel view: MACs with the load/read-out gaps they force
         streaming = max(streaming, channel_view_streaming(hw, program, own + fixed, gaps))
         # an op's own chain: its MACs with their gaps; its link reads feed the host's part
         macs = op_work(hw, program, gaps)
         chain = [OpWork(c.pim, u.link, u.host) for c, u in zip(macs, work)]
-        critical = max(critical, critical_path_bound(hw, program, chain, gaps.first_fill()))
+        critical = max(critical, path_bound(hw, program, chain, gaps.first_fill()))
     return HardwareBound(
         (
             BoundTerm(Term.STREAMING, streaming),
