@@ -19,7 +19,7 @@ Deterministic: same problem and solution, same bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, epilogue_cycles, host_op_cycles, mv_chain_cycles
@@ -82,7 +82,7 @@ def _layouts(
             tiling = lowering.tiling(pl.shape, pl.channels, pl.style, pl.kind)
             if pl.shares is not None:  # the same resident data, laid out alike: the rows of that tiling
                 first = out[job.name][pl.shares]
-                if Layout(hw, tiling, 0).rows_per_bank != first.rows_per_bank or tiling.slots != first.t.slots:
+                if replace(tiling, shape=first.t.shape) != first.t:  # (shapes differ in the rows they read only)
                     raise DecodeError(f"{job.name}: a tiling sharing rows lays its data out differently")
                 out[job.name].append(Layout(hw, tiling, first.base_rows))
                 continue
