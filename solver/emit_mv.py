@@ -66,7 +66,14 @@ def row_change_loads(hw: Hardware) -> tuple[int, int] | None:
     next MAC, they still all go before it: the MAC waits for the last load, which an ACT ahead of
     them would only push back (hbm2-pim with one bank per unit: 2 of the 4 loads of a k-split
     chunk before the ACT, the loop's II 169 -> 165 cycles, the least one,
-    solver/cmdlevel/modulo.py)."""
+    solver/cmdlevel/modulo.py).
+
+    On a shared command bus (a pseudo-channel pair) the two channels' changes come a few cycles
+    apart and their loads interleave on the column bus, one slot apart. The even channel's load
+    after its ACT lands in the odd channel's slot and pushes that channel's last loads, so its
+    next MAC waits a cycle for the data. There the emitter has a change carry only the loads that
+    go before its ACT where the step's later changes can take the rest at that rate
+    (`_change_budget`)."""
     t, s = hw.timing, hw.mac_interval
     rtw, wtr, wsp = _scoped(hw, "MAC", "WRGB"), _scoped(hw, "WRGB", "MAC"), max(1, _scoped(hw, "WRGB", "WRGB"))
     if rtw + wtr <= 2 * s:
@@ -75,6 +82,33 @@ def row_change_loads(hw: Hardware) -> tuple[int, int] | None:
     before = max(0, (idle - 1 - rtw) // wsp + 1)
     free = max(0, (idle + t.rule("ACT", "MAC", "bank") - rtw - wtr) // wsp + 1)
     return before, free
+
+
+def _changes_left(access) -> list[int]:
+    """Per access: how many row changes (a segment other than the access before's) the accesses
+    after it in the same chunk step hold."""
+    out = [0] * len(access)
+    left = 0
+    for j in range(len(access) - 1, -1, -1):
+        out[j] = left
+        if j and access[j][0] == access[j - 1][0]:
+            left += access[j][2] != access[j - 1][2]
+        else:
+            left = 0
+    return out
+
+
+def _change_budget(change_loads: tuple[int, int], pending: int, later: int | None) -> int:
+    """The loads a row change carries (row_change_loads: `before` the ACT, `free` in all): on a
+    shared command bus (`later`: the step's row changes after this one) only those before the
+    ACT, if this change and the later ones can take all `pending` loads at that rate (hbm3-pim:
+    5 of 6; the GEMV 8192 x 4096 loop 1,365 -> 1,360 cycles, the least one,
+    solver/cmdlevel/modulo.py), else as many as are free (the loads left over would go as a
+    block between MACs, paying both turnarounds: the GEMV 4096 by rows)."""
+    before, free = change_loads
+    if later is not None and pending <= before * (1 + later):
+        return before
+    return free
 
 
 def first_act_after(hw: Hardware, loads: int) -> int:
@@ -393,6 +427,7 @@ class MVEmitter:
             return True
 
         loads = _LoadSpreader(seq, rows.mac, t.split_macs)  # the next step's GB loads
+        left = _changes_left(access) if hw.organization.shared_bus else None
         # one bank per unit on a data-bus write path: the next step's loads go into the row
         # changes (where the units idle anyway), never between two MACs (row_change_loads)
         change_loads = row_change_loads(hw) if overlap and self.bpp == 1 and t.double_buffer else None
@@ -455,7 +490,8 @@ class MVEmitter:
                 rows.flush()  # not yet issued: issue now, before its first MAC
             if change_loads is not None:
                 if carry is None and loads.pending and open_rows.get(lay.sel(seg), seg) != seg:
-                    carry = [loads.pending.popleft() for _ in range(min(len(loads.pending), change_loads[1]))]
+                    k = _change_budget(change_loads, len(loads.pending), None if left is None else left[idx])
+                    carry = [loads.pending.popleft() for _ in range(min(len(loads.pending), k))]
                 open_segment(seg, carry)
             elif open_segment(seg) and overlap and loads.pending:
                 # the unit waits tRCDMAC for its row anyway: the bus carries loads meanwhile

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ir
 from hwmodel import load_hardware
-from solver.emit_mv import MVEmitter, first_act_after, row_change_loads
+from solver.emit_mv import MVEmitter, _change_budget, _changes_left, first_act_after, row_change_loads
 from solver.layout import Layout
 from solver.mvshape import mv_shape
 from solver.symbols import Symbols
@@ -31,6 +31,18 @@ def test_row_change_loads_follow_the_table():
     assert row_change_loads(hw) == (5, 6)
     # a dedicated write path has no turnaround: loads go between the MACs as before
     assert row_change_loads(load_hardware("gddr6-aim")) is None
+
+
+def test_on_a_shared_bus_a_change_carries_the_loads_before_its_act_where_the_step_has_room():
+    """A pseudo-channel pair's loads interleave on the column bus; the even channel's load after
+    its ACT takes the odd channel's slot. So with (5 before the ACT, 6 in all) a change carries 5
+    where this change and the step's later ones take every pending load at 5 each, else 6 (the
+    rest would go as a block between MACs); without a shared bus always 6."""
+    assert _change_budget((5, 6), 32, 7) == 5 and _change_budget((5, 6), 40, 7) == 5
+    assert _change_budget((5, 6), 41, 7) == 6 and _change_budget((5, 6), 32, None) == 6
+    # (step, _, segment, ...): row changes at accesses 1 and 3 of step 0, at 5 of step 1
+    access = [(0, 0, 0), (0, 0, 1), (0, 0, 1), (0, 0, 2), (1, 0, 2), (1, 0, 3)]
+    assert _changes_left(access) == [2, 1, 1, 0, 1, 0]
 
 
 def test_hbm3_loads_go_into_row_changes_and_beat_the_closed_page_order():
