@@ -365,23 +365,31 @@ class Machine:
             else:
                 out = execute(op, self.program, vals)
         else:
-            name = op.outputs[0]
-            st = self._named(name + "#acc", s, i, time)
-            stag = self.read(st, slice(0, st.size), s, i, time).astype(F32)
-            kind = op.kind.value
-            if kind == "gemv" and len(op.inputs) == 3:
-                bt = self._operand(op, 2, s, i, time)
-                bias = self.read(bt, slice(0, bt.size), s, i, time).astype(F32)
-                stag = (stag.reshape(-1, bias.size) + bias).reshape(-1)
-            elif kind == "attn_score":
-                stag = stag * F32(1.0 / math.sqrt(op.attrs["head_dim"]))
-            out = stag
-        name = op.outputs[0]
+            st = self._named(op.outputs[0] + "#acc", s, i, time)
+            out = self._epilogue(op, self.read(st, slice(0, st.size), s, i, time), s, i, time)
+        t = self._output_tensor(op.outputs[0])
+        self.pending[(s, i)] = (t, slice(0, t.size), np.asarray(out).reshape(-1), False)
+
+    def _output_tensor(self, name: str) -> HostTensor:
+        """The host tensor a HOP or EPI writes, made on its first write."""
         t = self.host.get(name)
         if t is None:
             tt = self.program.tensors[name]
             t = self.host[name] = HostTensor(name, tt.shape, tt.dtype.value)
-        self.pending[(s, i)] = (t, slice(0, t.size), np.asarray(out).reshape(-1), False)
+        return t
+
+    def _epilogue(self, op, staged: np.ndarray, s: int, i: int, time: int) -> np.ndarray:
+        """EPI's arithmetic on whole rows of the staging `staged`: a gemv's bias added to each
+        output row, attention scores scaled by 1/sqrt(head_dim) (fp32; rounded on delivery)."""
+        out = staged.astype(F32)
+        kind = op.kind.value
+        if kind == "gemv" and len(op.inputs) == 3:
+            bt = self._operand(op, 2, s, i, time)
+            bias = self.read(bt, slice(0, bt.size), s, i, time).astype(F32)
+            out = (out.reshape(-1, bias.size) + bias).reshape(-1)
+        elif kind == "attn_score":
+            out = out * F32(1.0 / math.sqrt(op.attrs["head_dim"]))
+        return out
 
     def _heads_index(self, name: str, op, head0: int, heads: int) -> np.ndarray:
         """Flat indices of heads head0..head0+heads-1 of every batch row of tensor `name`, seen as
@@ -406,13 +414,8 @@ class Machine:
             out = execute(op, self.program, {src: np.ascontiguousarray(x)})
         else:
             st = self._named(out_name + "#acc", s, i, time)
-            out = self.read(st, idx, s, i, time).astype(F32)
-            if op.kind.value == "attn_score":
-                out = out * F32(1.0 / math.sqrt(op.attrs["head_dim"]))
-        t = self.host.get(out_name)
-        if t is None:
-            tt = self.program.tensors[out_name]
-            t = self.host[out_name] = HostTensor(out_name, tt.shape, tt.dtype.value)
+            out = self._epilogue(op, self.read(st, idx, s, i, time), s, i, time)
+        t = self._output_tensor(out_name)
         self.pending[(s, i)] = (t, idx, np.asarray(out).reshape(-1), False)
 
     def _batch_range(self, op, ins, s: int, i: int, time: int) -> None:
@@ -438,18 +441,8 @@ class Machine:
             out = execute(op, self.program, vals)
         else:
             st = self._named(out_name + "#acc", s, i, time)
-            out = self.read(st, rows(out_name), s, i, time).astype(F32)
-            kind = op.kind.value
-            if kind == "gemv" and len(op.inputs) == 3:
-                bt = self._operand(op, 2, s, i, time)
-                bias = self.read(bt, slice(0, bt.size), s, i, time).astype(F32)
-                out = (out.reshape(-1, bias.size) + bias).reshape(-1)
-            elif kind == "attn_score":
-                out = out * F32(1.0 / math.sqrt(op.attrs["head_dim"]))
-        t = self.host.get(out_name)
-        if t is None:
-            tt = self.program.tensors[out_name]
-            t = self.host[out_name] = HostTensor(out_name, tt.shape, tt.dtype.value)
+            out = self._epilogue(op, self.read(st, rows(out_name), s, i, time), s, i, time)
+        t = self._output_tensor(out_name)
         self.pending[(s, i)] = (t, rows(out_name), np.asarray(out).reshape(-1), False)
 
     def _hmv(self, op, ins, s: int, i: int, time: int) -> None:
