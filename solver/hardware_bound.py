@@ -6,7 +6,8 @@ grouping, dispatch or command order: every term is work a resource must do at th
 the hardware model allows it, or a chain of such work the ISA orders. The space it bounds:
 every op on the host or in memory as the ISA allows (a gemv in memory, on the host or its rows
 split between both at any fraction; attention in memory, where the KV cache is); a HOP and an
-EPI compute a whole op, so an op's output is ready only when all of it is.
+EPI compute a whole op, a head range of an attention op (ISA 1.4) or a batch range of any op
+(ISA 1.5), so an op's output is ready piece by piece only as far as those ranges cut it.
 
 Terms (`Term`), each in memory-clock cycles; the bound is the largest:
 
@@ -61,7 +62,10 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
   attn_score -> softmax -> attn_context may run by head ranges of at least one head, its
   pieces overlapping on the units and the host (`_head_chain_finish`): only the last score
   piece's own chain, the units' MACs of both ops and the host's work after the first piece's
-  read-out order it.
+  read-out order it. Where a program may run a batch as micro-batches (ISA 1.5 batch ranges,
+  batch >= 2) the chain is the pipelined one instead (solver/pipeline_bound.py): per op, one
+  batch row's least path to it, all of its own work with only the last row's epilogue, and one
+  row's path after it.
 
 What backs it: the derivation above for programs pimsat cannot emit; for those it can, the
 tests (tests/solver/test_hardware_bound.py: never above a simulated program, over random
