@@ -167,16 +167,18 @@ def mv_chain_cycles(hw: Hardware, program, ranges) -> list[int]:
     ]
 
 
-def chain_cycles(hw: Hardware, program, op_indices) -> list[int]:
+def chain_cycles(hw: Hardware, program, op_indices, batches: int = 0) -> list[int]:
     """Busy cycles of each op of a host chain run as one kernel launch (the first HOP, then HOPs
-    with chain=1): only the first pays ``dispatch_cycles``."""
-    return [host_op_cycles(hw, program, i) - (hw.host.dispatch_cycles if k else 0) for k, i in enumerate(op_indices)]
+    with chain=1; `batches` > 0: on that many batch rows): only the first pays ``dispatch_cycles``."""
+    launch = hw.host.dispatch_cycles
+    return [host_op_cycles(hw, program, i, 0, batches) - (launch if k else 0) for k, i in enumerate(op_indices)]
 
 
-def epilogue_chain_cycles(hw: Hardware, program, op_indices) -> list[int]:
+def epilogue_chain_cycles(hw: Hardware, program, op_indices, batches: int = 0) -> list[int]:
     """Busy cycles of each epilogue of a fused group run as one launch (EPI, then EPIs with
-    chain=1): only the first pays ``dispatch_cycles``."""
-    return [epilogue_cycles(hw, program, i) - (hw.host.dispatch_cycles if k else 0) for k, i in enumerate(op_indices)]
+    chain=1; `batches` > 0: of that many batch rows): only the first pays ``dispatch_cycles``."""
+    launch = hw.host.dispatch_cycles
+    return [epilogue_cycles(hw, program, i, 0, batches) - (launch if k else 0) for k, i in enumerate(op_indices)]
 
 
 def epilogue_cycles(hw: Hardware, program, op_index: int, heads: int = 0, batches: int = 0) -> int:

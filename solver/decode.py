@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import partial
 
-from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, epilogue_cycles, host_op_cycles, mv_chain_cycles
+from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
 from hwmodel.isa import ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import no_gc
 from hwmodel.streams import Placement, StreamSet
@@ -124,27 +124,19 @@ def _task_commands(
         op, head0, heads = what
         ins = make("EPI" if kind is Role.EPI_HEADS else "HOP", op=op_index[op], head0=head0, heads=heads)
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
-    if kind in (Role.EPI_BATCH, Role.HOP_BATCH):  # a micro-batch's epilogues or host ops, one launch
-        ops, batch0, batches = what
-        single = "HOP" if kind is Role.HOP_BATCH else "EPI"
-        seq = [
-            make(single, op=op_index[o], chain=int(k > 0), batch0=batch0, batches=batches) for k, o in enumerate(ops)
-        ]
-        cost = host_op_cycles if kind is Role.HOP_BATCH else epilogue_cycles
-        launch = hw.host.dispatch_cycles
-        busy = [cost(hw, program, op_index[o], 0, batches) - (launch if k else 0) for k, o in enumerate(ops)]
-        rel = tuple(sum(busy[:k]) for k in range(len(busy)))
-        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
     if kind is Role.HMVS:  # rows of gemvs on the host, one launch
         seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
         busy = mv_chain_cycles(hw, program, [(op_index[o], n) for o, _r0, n in what])
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
         return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
-    if kind in (Role.HOPS, Role.EPIS):  # one launch, the later ops chained to the first
-        single = "HOP" if kind is Role.HOPS else "EPI"
-        seq = [make(single, op=op_index[o], chain=int(k > 0)) for k, o in enumerate(what)]
-        cost = chain_cycles if kind is Role.HOPS else epilogue_chain_cycles
-        busy = cost(hw, program, [op_index[o] for o in what])
+    if kind in (Role.HOPS, Role.EPIS, Role.HOP_BATCH, Role.EPI_BATCH):  # one launch, the later ops chained
+        ops, ranged = (
+            (what, {}) if kind in (Role.HOPS, Role.EPIS) else (what[0], {"batch0": what[1], "batches": what[2]})
+        )
+        hop = kind in (Role.HOPS, Role.HOP_BATCH)
+        seq = [make("HOP" if hop else "EPI", op=op_index[o], chain=int(k > 0), **ranged) for k, o in enumerate(ops)]
+        cost = chain_cycles if hop else epilogue_chain_cycles
+        busy = cost(hw, program, [op_index[o] for o in ops], ranged.get("batches", 0))
         rel = tuple(sum(busy[:k]) for k in range(len(busy)))
         return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
     pl, lay = tilings[what], layouts[what]
