@@ -38,6 +38,7 @@ from ir import OpKind
 
 from .mvshape import MVShape, head_group
 from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
+from .pieces import PieceChain
 from .problem import HOST, Edge, Mode, Task
 
 if TYPE_CHECKING:
@@ -70,7 +71,6 @@ def attention_head_group_modes(
     op_index = index[shape.op]
     gnames = tuple(g.name for g in lw.groups)
     channels = tuple(c for g in lw.groups for c in g.channels)
-    sync = lw.hw.host.sync_cycles
     style = lw.opt.style
     for count in head_group_counts(lw, shape.kv_heads):
         tag = f"heads{count}[all]"
@@ -84,55 +84,19 @@ def attention_head_group_modes(
         spill = _spilled_heads(shape, lw.hw.elements_per_burst)
         if shape.kind_key == "context" and spill > kpg * shape.heads_per_group:
             continue  # a row's last buffer write would read past the next head group's probabilities
-        tasks, edges, inputs, reads, heads, roles = [], [], [], {}, {}, {}
-        usage = {g: 0 for g in gnames}
-        epis = []
-        prev: dict[str, str] = {}  # channel group -> the previous head group's MV task there
+        chain = PieceChain(lw, name, tag, gnames, append, append_op, shape.op)
+        heads: dict[str, tuple[int, int]] = {}
         for i, ((h0, h1), layout) in enumerate(zip(ranges, layouts)):
             per_group = lw.group_timings(layout, "mv", style, gnames)
             epi = Task(f"{name}/{tag}/epi{i}/{shape.op}", HOST, max(1, epilogue_cycles(lw.hw, lw.p, op_index, h1 - h0)))
-            for g in gnames:
-                t = Task(f"{name}/{tag}/{g}/h{i}", g, per_group[g].duration, lw.refresh_credit(per_group[g]))
-                if append is not None:
-                    a = Task(f"{name}/{tag}/{g}/h{i}/append", g, lw._append_timing(layout, *append, g))
-                    tasks.append(a)
-                    inputs.append(a.name)
-                    edges.append(Edge(a.name, t.name, 0))
-                    roles[a.name] = TaskRole(Role.APPEND, i)
-                    if append_op is not None:
-                        reads[a.name], reads[t.name] = (append_op,), (shape.op,)
-                if g in prev:
-                    edges.append(Edge(prev[g], t.name, 0))
-                prev[g] = t.name
-                tasks.append(t)
-                inputs.append(t.name)
-                roles[t.name] = TaskRole(Role.MV, i)
+            epi_role = TaskRole(Role.EPI_HEADS, (shape.op, h0, h1 - h0))
+            for t, _append in chain.add(i, f"h{i}", per_group, layout, epi, epi_role):
                 if shape.kind_key == "context":
                     heads[t.name] = (h0, min(shape.heads, h1 + spill))  # the probabilities it reads
-                edges.append(Edge(t.name, epi.name, sync))
-                usage[g] += layout.rows_per_bank
-            if epis:
-                edges.append(Edge(epis[-1].name, epi.name, 0))
-            epis.append(epi)
-            roles[epi.name] = TaskRole(Role.EPI_HEADS, (shape.op, h0, h1 - h0))
-        payload = ModePayload(
-            tuple(MVPayload(TilingKind.MV, name, lay.t.shape, gnames, channels, style, append) for lay in layouts),
-            roles,
-        )
-        modes.append(
-            Mode(
-                tag,
-                tuple(tasks) + tuple(epis),
-                tuple(edges),
-                tuple(inputs),
-                epis[-1].name,
-                usage,
-                payload,
-                reads=reads,
-                heads=heads,
-                head_outputs={shape.op: tuple((h0, h1, e.name) for (h0, h1), e in zip(ranges, epis))},
-            )
-        )
+        usage = {g: sum(lay.rows_per_bank for lay in layouts) for g in gnames}
+        tilings = tuple(MVPayload(TilingKind.MV, name, lay.t.shape, gnames, channels, style, append) for lay in layouts)
+        ready = tuple((h0, h1, e.name) for (h0, h1), e in zip(ranges, chain.epis))
+        modes.append(chain.mode(tag, usage, tilings, heads=heads, head_outputs={shape.op: ready}))
     return modes
 
 

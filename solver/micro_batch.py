@@ -40,10 +40,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hwmodel.host_costs import MATRIX_KINDS, epilogue_cycles, has_batch_ranges, host_op_cycles, op_batch
+from hwmodel.host_costs import MATRIX_KINDS, chain_cycles, epilogue_chain_cycles, has_batch_ranges, op_batch
 
 from .mvshape import MVShape, batch_range
 from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
+from .pieces import PieceChain
 from .problem import HOST, Edge, Mode, Task
 
 if TYPE_CHECKING:
@@ -75,13 +76,11 @@ def _spill_rows(row_length: int, elements_per_burst: int) -> int:
     return 1 if row_length % elements_per_burst else 0
 
 
-def _epilogue_launch(lw: Lowerer, ops: tuple[str, ...], rows: int) -> int:
-    """Busy cycles of one launch of the epilogues of `ops` on `rows` batch rows."""
+def _launch(lw: Lowerer, cost, ops, rows: int) -> int:
+    """Busy cycles of one launch of `ops` on `rows` batch rows (`cost`: host_costs.chain_cycles
+    or epilogue_chain_cycles)."""
     index = {op.name: i for i, op in enumerate(lw.p.ops)}
-    launch = lw.hw.host.dispatch_cycles
-    return max(
-        1, sum(epilogue_cycles(lw.hw, lw.p, index[o], 0, rows) - (launch if k else 0) for k, o in enumerate(ops))
-    )
+    return max(1, sum(cost(lw.hw, lw.p, [index[o] for o in ops], rows)))
 
 
 def mv_micro_batch_modes(
@@ -93,7 +92,6 @@ def mv_micro_batch_modes(
     B = shape.batch
     gnames = tuple(g.name for g in lw.groups)
     channels = tuple(c for g in lw.groups for c in g.channels)
-    sync = lw.hw.host.sync_cycles
     epb = lw.hw.elements_per_burst
     gemv = shape.kind_key == "gemv"
     # the row length of the vectors the units' buffer writes read: a gemv's k, a score's query
@@ -112,64 +110,28 @@ def mv_micro_batch_modes(
             lw.too_big[name] = min(lw.too_big.get(name, e.rows), e.rows)
             continue
         per_group = lw.group_timings(layout, "mv", Style.OVERLAP, gnames)
-        tasks, edges, inputs, reads, rows, roles, epis = [], [], [], {}, {}, {}, []
-        prev: dict[str, str] = {}  # channel group -> the previous micro-batch's task there
+        chain = PieceChain(lw, name, tag, gnames, append, append_op, shape.op)
+        rows: dict[str, tuple[int, int]] = {}
         for i, (b0, b1) in enumerate(ranges):
-            epi = Task(f"{name}/{tag}/epi/b{i}", HOST, _epilogue_launch(lw, shape.ops, b1 - b0))
-            for g in gnames:
-                tg = per_group[g]
-                t = Task(f"{name}/{tag}/{g}/b{i}", g, tg.duration, lw.refresh_credit(tg))
-                if append is not None:
-                    a = Task(f"{name}/{tag}/{g}/b{i}/append", g, lw._append_timing(layout, *append, g))
-                    tasks.append(a)
-                    inputs.append(a.name)
-                    edges.append(Edge(a.name, t.name, 0))
-                    roles[a.name] = TaskRole(Role.APPEND, i)
+            epi = Task(f"{name}/{tag}/epi/b{i}", HOST, _launch(lw, epilogue_chain_cycles, shape.ops, b1 - b0))
+            epi_role = TaskRole(Role.EPI_BATCH, (tuple(shape.ops), b0, b1 - b0))
+            for t, a in chain.add(i, f"b{i}", per_group, layout, epi, epi_role):
+                if a is not None:
                     rows[a.name] = (b0, min(B, b1 + spill_append))
-                    if append_op is not None:
-                        reads[a.name], reads[t.name] = (append_op,), (shape.op,)
-                if g in prev:
-                    edges.append(Edge(prev[g], t.name, 0))
-                prev[g] = t.name
-                tasks.append(t)
-                inputs.append(t.name)
-                roles[t.name] = TaskRole(Role.MV, i)
                 rows[t.name] = (b0, min(B, b1 + spill))
-                edges.append(Edge(t.name, epi.name, sync))
-            if epis:
-                edges.append(Edge(epis[-1].name, epi.name, 0))
-            epis.append(epi)
-            roles[epi.name] = TaskRole(Role.EPI_BATCH, (tuple(shape.ops), b0, b1 - b0))
         # a gemv's micro-batches stream one matrix laid out once; attention's read caches of their own
         usage = {g: layout.rows_per_bank * (1 if gemv else count) for g in gnames}
-        payload = ModePayload(
-            tuple(
-                MVPayload(TilingKind.MV, name, sub, gnames, channels, Style.OVERLAP, append, 0 if gemv and i else None)
-                for i, sub in enumerate(subs)
-            ),
-            roles,
+        tilings = tuple(
+            MVPayload(TilingKind.MV, name, sub, gnames, channels, Style.OVERLAP, append, 0 if gemv and i else None)
+            for i, sub in enumerate(subs)
         )
-        ready = tuple((b0, b1, e.name) for (b0, b1), e in zip(ranges, epis))
-        modes.append(
-            Mode(
-                tag,
-                tuple(tasks) + tuple(epis),
-                tuple(edges),
-                tuple(inputs),
-                epis[-1].name,
-                usage,
-                payload,
-                reads=reads,
-                batch_rows=rows,
-                batch_outputs={op: ready for op in shape.ops},
-            )
-        )
+        ready = tuple((b0, b1, e.name) for (b0, b1), e in zip(ranges, chain.epis))
+        modes.append(chain.mode(tag, usage, tilings, batch_rows=rows, batch_outputs={op: ready for op in shape.ops}))
     return modes
 
 
 def host_micro_batch_modes(lw: Lowerer, name: str, ops: list[str]) -> list[Mode]:
     """Micro-batch modes of a host job: op `ops[0]`, or a chain of ops run as one launch."""
-    index = {op.name: i for i, op in enumerate(lw.p.ops)}
     members = [lw.p.op(o) for o in ops]
     batches = {op_batch(lw.p, op) for op in members}
     if len(batches) != 1 or any(op.kind.value in MATRIX_KINDS for op in members):
@@ -177,17 +139,14 @@ def host_micro_batch_modes(lw: Lowerer, name: str, ops: list[str]) -> list[Mode]
     B = batches.pop()
     if B == 0:
         return []
-    launch = lw.hw.host.dispatch_cycles
     modes = []
     for count in micro_batch_counts(lw, B):
         tag = f"mb{count}"
         ranges = batch_ranges(B, count)
-        hops = []
-        for i, (b0, b1) in enumerate(ranges):
-            busy = sum(
-                host_op_cycles(lw.hw, lw.p, index[o], 0, b1 - b0) - (launch if k else 0) for k, o in enumerate(ops)
-            )
-            hops.append(Task(f"{name}/{tag}/b{i}", HOST, max(1, busy)))
+        hops = [
+            Task(f"{name}/{tag}/b{i}", HOST, _launch(lw, chain_cycles, ops, b1 - b0))
+            for i, (b0, b1) in enumerate(ranges)
+        ]
         roles = {t.name: TaskRole(Role.HOP_BATCH, (tuple(ops), b0, b1 - b0)) for t, (b0, b1) in zip(hops, ranges)}
         ready = tuple((b0, b1, t.name) for (b0, b1), t in zip(ranges, hops))
         modes.append(
