@@ -10,7 +10,9 @@ Costs, in memory-clock cycles (all integers):
     - every other op: work = elements read + elements written, counting activation tensors only
       (weights, norm parameters and kv caches are not counted), rate = ``vector_elements_per_cycle``.
   A HOP with ``chain=1`` is fused with the HOP before it (one kernel launch): no dispatch cost.
-  Likewise an EPI with ``chain=1`` (the epilogues of a fused group of GEMVs, one launch).
+  Likewise an EPI with ``chain=1`` (the epilogues of a fused group of GEMVs, one launch). From
+  ISA 1.6 a chained HOP, EPI or HMV continues the launch of whichever of the three came before it
+  (`chain_error`): one host kernel that waits on the units' signals between its ops.
 * ``host_mv_cycles(hw, program, i, rows)`` - rows of gemv ``program.ops[i]`` on the host (HMV):
   ``dispatch_cycles + ceil(B*rows*K / matrix_macs_per_cycle)``; with ``chain=1`` no dispatch.
 * ``epilogue_cycles(hw, program, i)`` - epilogue of a PIM-dispatched op (EPI):
@@ -95,6 +97,35 @@ BATCH_RANGES_ISA = (1, 5)  # the first ISA version whose HOP/EPI take a batch ra
 def has_batch_ranges(hw: Hardware) -> bool:
     """Whether the device's ISA runs HOP/EPI on batch ranges (ISA 1.5)."""
     return tuple(map(int, hw.isa_version.split("."))) >= BATCH_RANGES_ISA
+
+
+CROSS_CHAIN_ISA = (1, 6)  # the first ISA version whose chain=1 follows any host compute instruction
+HOST_COMPUTE = ("HOP", "EPI", "HMV")  # the host instructions that run in a kernel launch
+
+
+def chains_across_kinds(hw: Hardware) -> bool:
+    """Whether a chained HOP/EPI/HMV may continue the launch of a host instruction of another of
+    these kinds (ISA 1.6); before, only of its own kind."""
+    return tuple(map(int, hw.isa_version.split("."))) >= CROSS_CHAIN_ISA
+
+
+def chain_error(hw: Hardware, before: str | None, mnemonic: str) -> str | None:
+    """Why `mnemonic` with chain=1 cannot continue the launch of `before`, the nearest host
+    instruction before it other than SIG/WAIT (None: it can). Only SIG and WAIT may come between:
+    a WAIT keeps the kernel launched while it waits for the units' signal."""
+    if before is None:
+        return f"{mnemonic} chain=1 is the host stream's first instruction: there is no launch to continue"
+    if before == mnemonic or (chains_across_kinds(hw) and before in HOST_COMPUTE):
+        return None
+    what = (
+        "a HOP, EPI or HMV"
+        if chains_across_kinds(hw)
+        else f"a {mnemonic} (ISA {hw.isa_version}; from 1.6 any of HOP, EPI, HMV)"
+    )
+    return (
+        f"{mnemonic} chain=1 must follow {what} (it continues that kernel launch; "
+        f"only SIG/WAIT may come between), not {before}"
+    )
 
 
 def op_batch(program, op) -> int:

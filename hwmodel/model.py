@@ -326,7 +326,7 @@ class Hardware(_Strict):
     """A complete PIM device: what the compiler targets and the simulator executes."""
 
     name: str
-    isa_version: str = "1.5"
+    isa_version: str = "1.6"
     organization: Organization
     pim: PIM
     host: Host

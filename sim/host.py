@@ -14,6 +14,7 @@ from hwmodel.host_costs import (  # noqa: F401  (re-exported: the simulator's AP
     MATRIX_KINDS,
     batch_range_error,
     chain_cycles,
+    chain_error,
     epilogue_chain_cycles,
     epilogue_cycles,
     head_range_error,
@@ -154,15 +155,9 @@ class HostRunner:
                 self.issue[i] = self.lastc[i] = self.done[i] = rel
             elif op in (OP_HOP, OP_EPI, OP_HMV):
                 name = self.stream[i].op
-                if self.stream[i].get("chain") == 1 and self._chained_to(i) != name:
-                    raise SimulationError(
-                        "stream",
-                        f"{name} chain=1 must follow a {name} (it continues that kernel "
-                        "launch; only SIG/WAIT may come between)",
-                        stream="host",
-                        instr=i,
-                        instruction=self.stream[i],
-                    )
+                bad = chain_error(self.hw, self._chained_to(i), name) if self.stream[i].get("chain") == 1 else None
+                if bad is not None:
+                    raise SimulationError("stream", bad, stream="host", instr=i, instruction=self.stream[i])
                 dur = self._duration(op, arg, i)
                 earliest = max(self.free, self.wait)
                 if stamp >= 0:

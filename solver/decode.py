@@ -98,6 +98,13 @@ def _layouts(
     return out, used
 
 
+def _offsets(hw, busy: list[int], chained: int) -> tuple[int, ...]:
+    """Issue offsets of one launch's host instructions (busy: each one's cycles, the first with
+    the launch), the launch left out when the task continues the one before it."""
+    busy = [busy[0] - hw.host.dispatch_cycles * chained, *busy[1:]]
+    return tuple(sum(busy[:k]) for k in range(len(busy)))
+
+
 def _task_commands(
     hw,
     program,
@@ -117,28 +124,32 @@ def _task_commands(
     is timed yielding its bus to the even one's commands (solver/pair_bus.py). Emission is deferred
     to stream building, so the commands of the whole program never sit in memory twice."""
     kind, what = role
+    first = int(task.chained)  # the first instruction's chain bit: it continues the launch before it
     if kind in (Role.EPI, Role.HOP):
-        ins = make(kind.value, op=op_index[what])
+        ins = make(kind.value, op=op_index[what], chain=first)
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
     if kind in (Role.EPI_HEADS, Role.HOP_HEADS):  # a head range of an attention op or its softmax
         op, head0, heads = what
-        ins = make("EPI" if kind is Role.EPI_HEADS else "HOP", op=op_index[op], head0=head0, heads=heads)
+        ins = make("EPI" if kind is Role.EPI_HEADS else "HOP", op=op_index[op], head0=head0, heads=heads, chain=first)
         return {-1: (lambda: [ins], (0,))}, task.duration, task.duration, {}
     if kind is Role.HMVS:  # rows of gemvs on the host, one launch
-        seq = [make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0)) for k, (o, r0, n) in enumerate(what)]
+        seq = [
+            make("HMV", op=op_index[o], row0=r0, rows=n, chain=int(k > 0 or first)) for k, (o, r0, n) in enumerate(what)
+        ]
         busy = mv_chain_cycles(hw, program, [(op_index[o], n) for o, _r0, n in what])
-        rel = tuple(sum(busy[:k]) for k in range(len(busy)))
-        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
+        return {-1: (lambda: seq, _offsets(hw, busy, first))}, task.duration, task.duration, {}
     if kind in (Role.HOPS, Role.EPIS, Role.HOP_BATCH, Role.EPI_BATCH):  # one launch, the later ops chained
         ops, ranged = (
             (what, {}) if kind in (Role.HOPS, Role.EPIS) else (what[0], {"batch0": what[1], "batches": what[2]})
         )
         hop = kind in (Role.HOPS, Role.HOP_BATCH)
-        seq = [make("HOP" if hop else "EPI", op=op_index[o], chain=int(k > 0), **ranged) for k, o in enumerate(ops)]
+        seq = [
+            make("HOP" if hop else "EPI", op=op_index[o], chain=int(k > 0 or first), **ranged)
+            for k, o in enumerate(ops)
+        ]
         cost = chain_cycles if hop else epilogue_chain_cycles
         busy = cost(hw, program, [op_index[o] for o in ops], ranged.get("batches", 0))
-        rel = tuple(sum(busy[:k]) for k in range(len(busy)))
-        return {-1: (lambda: seq, rel)}, task.duration, task.duration, {}
+        return {-1: (lambda: seq, _offsets(hw, busy, first))}, task.duration, task.duration, {}
     pl, lay = tilings[what], layouts[what]
     g = groups[task.resource]
     cis = [pl.channels.index(c) for c in g.channels]

@@ -33,6 +33,7 @@ from .fusion import fusion_groups, host_chains
 from .head_groups import attention_head_group_modes, softmax_head_group_modes
 from .host_emit import emit_weight_read
 from .ksplit import k_halves, ksplit_modes
+from .launch_chain import chain_launches
 from .layout import Layout
 from .micro_batch import host_micro_batch_modes, mv_micro_batch_modes
 from .mvshape import MVShape, fused_shape, mv_shape
@@ -611,6 +612,8 @@ class Lowerer:
             round_span(self.hw),
         )
         problem = SchedulingProblem(p.name, jobs, dependencies, self.groups, refresh, self.hw.host.sync_cycles)
+        if self.opt.style != Style.NAIVE:  # (the vendor-library baseline launches every host task)
+            chain_launches(problem, self.hw)
         problem.horizon = problem.trivial_horizon()
         return problem, self.lowering
 

@@ -53,7 +53,7 @@ def test_cycle_is_in_the_record_not_the_word():
 def test_header():
     blob = encode_stream([make("SIG", id=1)] * 3)
     assert blob[:4] == b"PIMS"
-    assert read_header(blob) == (1, 5, 3)
+    assert read_header(blob) == (1, 6, 3)
     assert decode_stream(encode_stream([])) == []
 
 

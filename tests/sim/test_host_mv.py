@@ -88,10 +88,8 @@ def test_host_unit_busy_boundary(fpga):
     [
         ([make("HMV", op=0, row0=2, rows=3)], "symbol", "outside its 4 rows"),
         ([make("HMV", op=0, row0=0, rows=0)], "symbol", "outside its 4 rows"),
-        ([make("HOP", op=0), make("HMV", op=0, row0=0, rows=1, chain=1)], "stream", "HMV chain=1 must follow a HMV"),
         # an epilogue chained to nothing would skip the launch cost (the audit found it 20 cycles faster)
-        ([make("WAIT", id=0), make("EPI", op=0, chain=1)], "stream", "EPI chain=1 must follow a EPI"),
-        ([make("HMV", op=0, row0=0, rows=4), make("EPI", op=0, chain=1)], "stream", "EPI chain=1 must follow a EPI"),
+        ([make("WAIT", id=0), make("EPI", op=0, chain=1)], "stream", "EPI chain=1 is the host stream's first"),
         # SIG / WAIT act when reached: a stamp on one would be silently ignored
         ([make("WAIT", id=0, cycle=5)], "stream", "WAIT carries an issue stamp @5"),
         ([make("WAIT", id=0), make("SIG", id=1, cycle=0)], "stream", "SIG carries an issue stamp @0"),
@@ -101,6 +99,28 @@ def test_malformed(fpga, host, kind, text):
     with pytest.raises(SimulationError) as e:
         _run(fpga, host, functional=False)
     assert e.value.kind == kind and text in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        [make("WAIT", id=0), make("HMV", op=0, row0=0, rows=4), make("EPI", op=0, chain=1)],
+        [make("WAIT", id=0), make("HMV", op=0, row0=0, rows=2), make("SIG", id=1), make("WAIT", id=1)]
+        + [make("HMV", op=0, row0=2, rows=2, chain=1), make("EPI", op=0, chain=1)],
+    ],
+)
+def test_a_launch_is_continued_across_kinds_from_isa_1_6(fpga, host):
+    """ISA 1.6: an EPI chained to an HMV continues its launch (a WAIT may come between); the same
+    stream on a device that declares ISA 1.5 is refused in one line naming both instructions."""
+    res = _run(fpga, host)[3]
+    ev = res.host_events
+    assert (ev["end"] - ev["start"]).tolist()[-1] == -(-B * N // fpga.host.vector_elements_per_cycle)
+    old = fpga.model_copy(update={"isa_version": "1.5"})
+    with pytest.raises(SimulationError) as e:
+        _run(old, host, functional=False)
+    assert e.value.kind == "stream" and e.value.instr == len(host) - 1
+    assert "EPI chain=1 must follow a EPI (ISA 1.5; from 1.6 any of HOP, EPI, HMV)" in str(e.value)
+    assert str(e.value).endswith("not HMV")
 
 
 def test_only_a_gemv_has_rows(fpga):

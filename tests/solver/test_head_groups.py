@@ -116,9 +116,9 @@ def test_lowering_offers_head_groups_only_with_head_ranges_and_not_to_naive():
 WIN = {"kind": "attention", "heads": 4, "kv_heads": 4, "head_dim": 16, "context": 127}
 
 
-def _run(program, method, sets=(), functional=True, preset="fpga-proto"):
+def _run(program, method, sets=(), functional=True, preset="fpga-proto", without=frozenset()):
     inst = Instance(name="head-groups", program=program, hardware={"preset": preset, "set": list(sets)})
-    return run(inst, SolveOptions(method=method, functional=functional, record=False, workers=1))
+    return run(inst, SolveOptions(method=method, functional=functional, record=False, workers=1, without=without))
 
 
 def _head_ranges_in(r) -> list[tuple[str, int, int]]:
@@ -129,7 +129,7 @@ def _head_ranges_in(r) -> list[tuple[str, int, int]]:
 @pytest.mark.parametrize("method", ["naive", "greedy", "cpsat"])
 def test_head_groups_win_where_the_host_sits_between_the_phases(method):
     r = _run(WIN, method)
-    plain = _run(WIN, method, [ISA_1_3], functional=False)
+    plain = _run(WIN, method, functional=False, without=frozenset({"head-groups"}))
     assert r.sim.cycles == r.compiled.predicted_cycles and r.outputs_match and r.bit_exact
     assert r.bounds.hardware.cycles <= r.sim.cycles
     if method == "naive":  # the vendor baseline runs whole ops
@@ -137,8 +137,8 @@ def test_head_groups_win_where_the_host_sits_between_the_phases(method):
         return
     assert r.sim.cycles < plain.sim.cycles, (r.solution.modes, r.sim.cycles, plain.sim.cycles)
     assert ("HOP", 0, 2) in _head_ranges_in(r) and ("HOP", 2, 2) in _head_ranges_in(r)
-    if method == "cpsat":  # measured: 2,087 against 2,243 whole (-7.0 %)
-        assert (r.sim.cycles, plain.sim.cycles) == (2087, 2243)
+    if method == "cpsat":  # measured: 2,067 against 2,223 whole (-7.0 %)
+        assert (r.sim.cycles, plain.sim.cycles) == (2067, 2223)
 
 
 def test_plain_modes_are_kept_where_head_groups_cost_the_units_more():
@@ -151,7 +151,7 @@ def test_plain_modes_are_kept_where_head_groups_cost_the_units_more():
     assert offered == {0, 2}
     chosen = [next(x for x in r.problem.job(j).modes if x.name == m) for j, m in r.solution.modes.items()]
     assert [head_group_count(m) for m in chosen] == [0, 0, 0]
-    assert r.sim.cycles == r.compiled.predicted_cycles == 468 and r.bit_exact and r.outputs_match
+    assert r.sim.cycles == r.compiled.predicted_cycles == 448 and r.bit_exact and r.outputs_match
     assert not _head_ranges_in(r)
 
 
