@@ -12,7 +12,8 @@ Costs, in memory-clock cycles (all integers):
   A HOP with ``chain=1`` is fused with the HOP before it (one kernel launch): no dispatch cost.
   Likewise an EPI with ``chain=1`` (the epilogues of a fused group of GEMVs, one launch). From
   ISA 1.6 a chained HOP, EPI or HMV continues the launch of whichever of the three came before it
-  (`chain_error`): one host kernel that waits on the units' signals between its ops.
+  (`chain_error`), or of a LAUNCH, which launches the kernel without work (`dispatch_cycles`):
+  one host kernel that waits on the units' signals between its ops.
 * ``host_mv_cycles(hw, program, i, rows)`` - rows of gemv ``program.ops[i]`` on the host (HMV):
   ``dispatch_cycles + ceil(B*rows*K / matrix_macs_per_cycle)``; with ``chain=1`` no dispatch.
 * ``epilogue_cycles(hw, program, i)`` - epilogue of a PIM-dispatched op (EPI):
@@ -101,6 +102,7 @@ def has_batch_ranges(hw: Hardware) -> bool:
 
 CROSS_CHAIN_ISA = (1, 6)  # the first ISA version whose chain=1 follows any host compute instruction
 HOST_COMPUTE = ("HOP", "EPI", "HMV")  # the host instructions that run in a kernel launch
+LAUNCHES = (*HOST_COMPUTE, "LAUNCH")  # the host instructions whose launch a chained one may continue (ISA 1.6)
 
 
 def chains_across_kinds(hw: Hardware) -> bool:
@@ -115,17 +117,24 @@ def chain_error(hw: Hardware, before: str | None, mnemonic: str) -> str | None:
     a WAIT keeps the kernel launched while it waits for the units' signal."""
     if before is None:
         return f"{mnemonic} chain=1 is the host stream's first instruction: there is no launch to continue"
-    if before == mnemonic or (chains_across_kinds(hw) and before in HOST_COMPUTE):
+    if before == mnemonic or (chains_across_kinds(hw) and before in LAUNCHES):
         return None
     what = (
-        "a HOP, EPI or HMV"
+        "a LAUNCH, HOP, EPI or HMV"
         if chains_across_kinds(hw)
-        else f"a {mnemonic} (ISA {hw.isa_version}; from 1.6 any of HOP, EPI, HMV)"
+        else f"a {mnemonic} (ISA {hw.isa_version}; from 1.6 any of LAUNCH, HOP, EPI, HMV)"
     )
     return (
         f"{mnemonic} chain=1 must follow {what} (it continues that kernel launch; "
         f"only SIG/WAIT may come between), not {before}"
     )
+
+
+def launch_error(hw: Hardware) -> str | None:
+    """Why a LAUNCH is not valid on `hw` (None: it is)."""
+    if chains_across_kinds(hw):
+        return None
+    return f"LAUNCH needs ISA 1.6; the device declares isa_version {hw.isa_version}"
 
 
 def op_batch(program, op) -> int:

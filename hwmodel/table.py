@@ -4,7 +4,7 @@ simulator executes them). sim/channel.py keeps its own copy of the constants (nu
 keyed on that file) and asserts them equal to these.
 
 One row per instruction, columns (see C_*): internal opcode (0..8 = index into
-hwmodel.model.COMMANDS, then HOP, SIG, WAIT, EPI, HMV), stamp (-1 = unstamped), bank mask, row,
+hwmodel.model.COMMANDS, then HOP, SIG, WAIT, EPI, HMV, LAUNCH), stamp (-1 = unstamped), bank mask, row,
 column, number of bus commands, global-buffer burst, accumulator, count field, bank field
 (-1 for mask instructions), host symbol (src / dst; -1 if none). RDACC moves
 ceil(4*count / burst_bytes) bursts: that many commands.
@@ -24,7 +24,7 @@ from .model import COMMANDS, Hardware
 ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC, REFSB = range(9)
 assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC", "REFSB"), "update the command indices"
 # (SIG even and WAIT = SIG + 1: sim/encode.py finds both with one shift)
-OP_HOP, OP_SIG, OP_WAIT, OP_EPI, OP_HMV = 9, 10, 11, 12, 13
+OP_HOP, OP_SIG, OP_WAIT, OP_EPI, OP_HMV, OP_LAUNCH = 9, 10, 11, 12, 13, 14
 #: instruction table columns
 (C_OP, C_STAMP, C_MASK, C_ROW, C_COL, C_N, C_GB, C_ACC, C_CNT, C_BANK, C_SYM) = range(11)
 WIDTH = 11
@@ -43,6 +43,7 @@ LAYOUT = dict(
     OP_HOP=OP_HOP,
     OP_EPI=OP_EPI,
     OP_HMV=OP_HMV,
+    OP_LAUNCH=OP_LAUNCH,
     C_OP=C_OP,
     C_STAMP=C_STAMP,
     C_MASK=C_MASK,
@@ -64,6 +65,7 @@ OPCODES = {
     "HOP": OP_HOP,
     "EPI": OP_EPI,
     "HMV": OP_HMV,
+    "LAUNCH": OP_LAUNCH,
 }
 
 
@@ -147,13 +149,14 @@ FIELD_COLUMNS: dict[int, tuple[tuple[int, ...], ...]] = {
     RDACC: ((C_BANK,), (C_ACC,), (C_CNT,), (C_SYM,)),
     REFSB: ((C_BANK,),),
     **{op: ((C_ROW,),) for op in (OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV)},  # signal id / op index
+    OP_LAUNCH: (),
 }
 #: a row before its fields are filled in, per internal opcode (stamp -1 = unstamped)
 BASE_ROW = np.zeros((len(OPCODES), WIDTH), dtype=np.int64)
 BASE_ROW[:, C_STAMP] = -1
 BASE_ROW[:, [C_BANK, C_COL, C_SYM]] = -1
 BASE_ROW[:, [C_N, C_CNT]] = 1
-for _op in (OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV):  # no bus command
+for _op in (OP_SIG, OP_WAIT, OP_HOP, OP_EPI, OP_HMV, OP_LAUNCH):  # no bus command
     BASE_ROW[_op, [C_N, C_CNT]] = 0
 BASE_ROW[:, C_OP] = np.arange(len(OPCODES))
 assert set(FIELD_COLUMNS) == set(OPCODES.values())

@@ -58,6 +58,7 @@ localparam F_HMV_OP_LO = 8, F_HMV_OP_W = 24;
 localparam F_HMV_ROW0_LO = 32, F_HMV_ROW0_W = 24;
 localparam F_HMV_ROWS_LO = 56, F_HMV_ROWS_W = 24;
 localparam F_HMV_CHAIN_LO = 80, F_HMV_CHAIN_W = 1;
+localparam [7:0] OPC_LAUNCH = 8'h13;
 localparam [7:0] OPC_SIG = 8'h20;
 localparam F_SIG_ID_LO = 8, F_SIG_ID_W = 24;
 localparam [7:0] OPC_WAIT = 8'h21;

@@ -32,7 +32,7 @@ from .result import LOG_DTYPE
 ACT, PRE, RD, WR, REF, MAC, WRGB, RDACC, REFSB = range(9)
 NCMD = 9
 assert COMMANDS == ("ACT", "PRE", "RD", "WR", "REF", "MAC", "WRGB", "RDACC", "REFSB"), "update the kernel's commands"
-OP_HOP, OP_SIG, OP_WAIT, OP_EPI, OP_HMV = 9, 10, 11, 12, 13
+OP_HOP, OP_SIG, OP_WAIT, OP_EPI, OP_HMV, OP_LAUNCH = 9, 10, 11, 12, 13, 14
 # instruction table columns (see encode.py)
 (C_OP, C_STAMP, C_MASK, C_ROW, C_COL, C_N, C_GB, C_ACC, C_CNT, C_BANK, C_SYM) = range(11)
 WIDTH = 11

@@ -20,6 +20,7 @@ from hwmodel.table import (  # noqa: F401
     OP_EPI,
     OP_HMV,
     OP_HOP,
+    OP_LAUNCH,
     OP_SIG,
     OP_WAIT,
     OPCODES,

@@ -342,6 +342,8 @@ class Machine:
         ins = self.ss.host[i]
         if ins.op in ("SIG", "WAIT"):
             return self._sync(s, i, ins, time)
+        if ins.op == "LAUNCH":  # a kernel launch: no data
+            return None
         op = self.program.ops[ins.get("op")]
         if ins.op == "HMV":
             return self._hmv(op, ins, s, i, time)

@@ -1,7 +1,7 @@
 """The host stream: the host unit runs HOP, EPI and HMV one at a time (costs: hwmodel.host_costs).
 
-Host stream timing: the unit runs one instruction at a time. HOP/EPI/HMV start at
-max(end of the previous HOP/EPI/HMV, release of every WAIT before it); a stamped one starts exactly
+Host stream timing: the unit runs one instruction at a time. HOP/EPI/HMV/LAUNCH start at
+max(end of the previous one of them, release of every WAIT before it); a stamped one starts exactly
 at its stamp, which must be >= that. end = start + duration. A SIG is set at the largest end of
 the host instructions before it. WAIT id releases at signal time + ``sync_cycles``.
 """
@@ -20,14 +20,15 @@ from hwmodel.host_costs import (  # noqa: F401  (re-exported: the simulator's AP
     head_range_error,
     host_mv_cycles,
     host_op_cycles,
+    launch_error,
     mv_chain_cycles,
 )
 from hwmodel.model import Hardware
 
-from .encode import C_OP, C_ROW, C_STAMP, OP_EPI, OP_HMV, OP_HOP, OP_SIG, OP_WAIT
+from .encode import C_OP, C_ROW, C_STAMP, OP_EPI, OP_HMV, OP_HOP, OP_LAUNCH, OP_SIG, OP_WAIT
 from .errors import SimulationError
 
-HOST_KIND = {OP_HOP: 0, OP_EPI: 1, OP_HMV: 2}  # index into sim.result.HOST_KINDS
+HOST_KIND = {OP_HOP: 0, OP_EPI: 1, OP_HMV: 2, OP_LAUNCH: 3}  # index into sim.result.HOST_KINDS
 
 
 class HostRunner:
@@ -153,12 +154,17 @@ class HostRunner:
                 rel = int(sig[arg]) + sync
                 self.wait = max(self.wait, rel)
                 self.issue[i] = self.lastc[i] = self.done[i] = rel
-            elif op in (OP_HOP, OP_EPI, OP_HMV):
+            elif op in (OP_HOP, OP_EPI, OP_HMV, OP_LAUNCH):
                 name = self.stream[i].op
-                bad = chain_error(self.hw, self._chained_to(i), name) if self.stream[i].get("chain") == 1 else None
+                if op == OP_LAUNCH:
+                    bad = launch_error(self.hw)
+                    arg, dur = -1, self.hw.host.dispatch_cycles
+                else:
+                    bad = chain_error(self.hw, self._chained_to(i), name) if self.stream[i].get("chain") == 1 else None
                 if bad is not None:
                     raise SimulationError("stream", bad, stream="host", instr=i, instruction=self.stream[i])
-                dur = self._duration(op, arg, i)
+                if op != OP_LAUNCH:
+                    dur = self._duration(op, arg, i)
                 earliest = max(self.free, self.wait)
                 if stamp >= 0:
                     if stamp < self.free:
@@ -198,7 +204,8 @@ class HostRunner:
             else:
                 raise SimulationError(
                     "stream",
-                    f"{self.stream[i].op} is a channel instruction; the host stream runs HOP, EPI, HMV, SIG and WAIT",
+                    f"{self.stream[i].op} is a channel instruction; "
+                    "the host stream runs HOP, EPI, HMV, LAUNCH, SIG and WAIT",
                     stream="host",
                     instr=i,
                     instruction=self.stream[i],

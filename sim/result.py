@@ -23,7 +23,7 @@ stalls              cycles commands waited beyond back-to-back issue, by the rea
                     "host stamp". (One command per cycle on a channel's bus is not a stall.)
 log                 (record=True) every command, LOG_DTYPE: channel 0's commands in issue (= cycle)
                     order, then channel 1's, ... (sort by `cycle` for one global timeline).
-host_events         every HOP/EPI/HMV, HOST_EVENT_DTYPE.
+host_events         every HOP/EPI/HMV/LAUNCH, HOST_EVENT_DTYPE.
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ the instruction in its channel stream."""
 HOST_EVENT_DTYPE = np.dtype(
     [("start", np.int64), ("end", np.int64), ("op", np.int32), ("kind", np.uint8), ("instr", np.int32)]
 )
-"""Host event record. kind: 0 = HOP, 1 = EPI, 2 = HMV (index into HOST_KINDS). op: index into program.ops."""
+"""Host event record. kind: 0 = HOP, 1 = EPI, 2 = HMV, 3 = LAUNCH (index into HOST_KINDS). op: index into
+program.ops (-1 for a LAUNCH)."""
 
-HOST_KINDS = ("HOP", "EPI", "HMV")
+HOST_KINDS = ("HOP", "EPI", "HMV", "LAUNCH")
 
 
 @dataclass

@@ -143,15 +143,19 @@ def streams(
     lazy: bool,
     encode=None,
     ref_shift: int = 0,
+    launch: bool = False,
 ) -> tuple[list, list[Instruction]]:
     """Channel streams (LazyStreams if `lazy`, else lists) and the host stream (a list).
     ref_shift: the delay of a pair's odd channel in a refresh round (shared command buses).
     `encode` (lazy only): the simulator's encoder (a list of instructions -> its table); the
-    LazyStreams then also hand out their parts encoded, without building instruction objects."""
+    LazyStreams then also hand out their parts encoded, without building instruction objects.
+    `launch`: the host stream opens with a LAUNCH at cycle 0, which every host task continues."""
     channels: list[list[tuple]] = [[] for _ in range(n_channels)]
     if encode is not None:
         signal_rows = _SignalRows(encode)
     host: list[tuple[int, int, int, Callable[[], list[Instruction]]]] = []
+    if launch:
+        host.append((0, 0, 1, lambda: [make("LAUNCH", cycle=0)]))
     for ti, pt in enumerate(order):
         chans = channels_of(pt.resource)
         timed = {ch: len(pt.per_channel.get(ch, (list, ()))[1]) for ch in chans}  # commands per channel

@@ -54,7 +54,8 @@ class Certificate:
 def check_solution(problem: SchedulingProblem, solution: Solution) -> list[str]:
     """Every violated rule of `solution` (empty list: the schedule is valid).
 
-    Checks: one existing mode per job; a start >= 0 for every task of the chosen modes; internal
+    Checks: one existing mode per job; a start >= 0 for every task of the chosen modes (a host
+    task's >= the host's release, the end of the program's launch); internal
     edges with lags; dependencies with lags; one task at a time per resource; capacity per group;
     the objective is at least the latest task end.
     """
@@ -73,6 +74,10 @@ def check_solution(problem: SchedulingProblem, solution: Solution) -> list[str]:
                 errs.append(f"task {t.name}: no start")
             elif starts[t.name] < 0:
                 errs.append(f"task {t.name}: negative start {starts[t.name]}")
+            elif t.resource == HOST and starts[t.name] < problem.host_release:
+                errs.append(
+                    f"task {t.name}: starts {starts[t.name]} before the host's launch ends at {problem.host_release}"
+                )
     if errs:
         return errs
     dur = {t.name: t.duration for m in chosen.values() for t in m.tasks}

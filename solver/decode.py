@@ -364,6 +364,7 @@ def _decode(
     # at + ref_lands[g]: its last REFSB (per-bank) on the pair's odd channel, which goes gshift later
     ref_lands = {g: (ref.span if ref else 0) + gshift[g] for g in groups}
     free = {r: 0 for r in problem.resources()}
+    free[HOST] = problem.host_release  # a LAUNCH at cycle 0 (solver/launch_chain.py)
     refs: dict[str, list[int]] = {g: [] for g in groups}  # the REFs decode issues between tasks
     # every REF of a group, its own and its tasks', bounded over the group's channels (whose long
     # tasks may carry different numbers of REFs): `late` counts the REFs every channel has issued
@@ -466,6 +467,7 @@ def _decode(
         lazy,
         encode,
         rshift,
+        launch=problem.host_release > 0,
     )
     streams = StreamSet(hw.name, ISA_VERSION, sym.names, stream_channels, stream_host, placements)
     return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used)

@@ -49,7 +49,8 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
 - HOST: the host runs one instruction at a time: every host-only op's work (elements read and
   written / vector rate, as in hwmodel/host_costs), plus per PIM-capable op the least of its
   epilogue (output elements / vector rate) and, for a gemv, its GEMM on the host's matrix unit,
-  plus one launch (dispatch_cycles; chained launches share it).
+  plus one launch (dispatch_cycles; chained launches share it: from ISA 1.6 a program's one
+  LAUNCH, which every host instruction continues, as pimsat's programs do, solver/launch_chain.py).
 - CRITICAL_PATH: the longest chain of the op graph (tensor producer -> consumer), each op at the
   earliest its output can be ready once its inputs are: a host op after its work; an op in
   memory after the sync from the host (when another op produced its vector), its MACs spread
@@ -58,7 +59,7 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
   the host (HOP) after its inputs and its weights' link reads (which start at cycle 0, before
   the input may exist) and the best split of its rows between both (HMV and MACs from the same
   input, then EPI: the crossing of the two parts' finish over the fraction f in memory); a KV
-  append at once. No dispatch on the path (a chained launch pays it earlier). A chain
+  append at once. No dispatch on the path (a chained launch pays it earlier: the LAUNCH at cycle 0). A chain
   attn_score -> softmax -> attn_context may run by head ranges of at least one head, its
   pieces overlapping on the units and the host (`_head_chain_finish`): only the last score
   piece's own chain, the units' MACs of both ops and the host's work after the first piece's

@@ -99,6 +99,8 @@ class _Scheduler:
         self.p = problem
         self.idx = idx
         self.timelines = {r: Timeline() for r in idx.resources}
+        if problem.host_release:  # the program's host kernel launch (solver/launch_chain.py)
+            self.timelines[HOST].insert(0, problem.host_release)
         self.modes: dict[str, str] = {}
         self.starts: dict[str, int] = {}
         self.max_end = 0
@@ -180,12 +182,14 @@ def micro_batch_count(mode: Mode) -> int:
 
 
 def _greedy_pass(
-    problem: SchedulingProblem, idx: ProblemIndex, heads: int = 0, micro_batches: int = 0
+    problem: SchedulingProblem, idx: ProblemIndex, heads: int = 0, micro_batches: int = 0, last_free: bool = False
 ) -> Solution | str:
     """One list-scheduling pass; `heads` > 0: jobs with modes pipelined by that many head groups
     choose among those only (a head group's softmax pays off only when its scores and context
     run by head groups too, which the earliest-output-end rule, job by job, cannot see);
-    `micro_batches` > 0: likewise jobs with modes run as that many micro-batches."""
+    `micro_batches` > 0: likewise jobs with modes run as that many micro-batches. `last_free`:
+    a job whose consumers offer no such modes (the last of a chain, e.g. attention's context
+    before o_proj) chooses among all its modes: its pieces would feed no reader by pieces."""
     rep = problem.repeat
     groups = [g.name for g in problem.groups]
     cap = {g.name: g.capacity_rows for g in problem.groups}
@@ -198,6 +202,9 @@ def _greedy_pass(
             acc[g] += min(m.usage.get(g, 0) for m in problem.jobs[j].modes) * rep
     used = {g: 0 for g in groups}
     sch = _Scheduler(problem, idx)
+    count = (lambda m: head_group_count(m) == heads) if heads else (lambda m: micro_batch_count(m) == micro_batches)
+    offers = {j.name for j in problem.jobs if any(count(m) for m in j.modes)}
+    feeds = {d.before for d in problem.dependencies if d.after in offers}
     for j, job in enumerate(problem.jobs):
 
         def fits(mode: Mode, lookahead: bool) -> bool:
@@ -207,10 +214,8 @@ def _greedy_pass(
                     return False
             return True
 
-        modes = [m for m in job.modes if head_group_count(m) == heads] if heads else []
-        if micro_batches:
-            modes = [m for m in job.modes if micro_batch_count(m) == micro_batches]
-        modes = modes or list(job.modes)
+        forced = (heads or micro_batches) and not (last_free and job.name not in feeds)
+        modes = ([m for m in job.modes if count(m)] if forced else []) or list(job.modes)
         cands = [m for m in modes if fits(m, True)] or [m for m in job.modes if fits(m, False)]
         if not cands:
             return f"no mode of job {job.name} fits the capacity left by the jobs before it"
@@ -301,10 +306,13 @@ def solve_greedy(problem: SchedulingProblem, naive_prefix: str = "naive") -> Sol
     if b.status == Status.HEURISTIC:
         candidates.append(b)
     for g in sorted({head_group_count(m) for j in problem.jobs for m in j.modes} - {0}):
-        h = _greedy_pass(problem, idx, g)
-        if isinstance(h, Solution):
-            h.message = f"attention pipelined by {g} head groups where a job offers it"
-            candidates.append(h)
+        for last_free in (False, True):
+            h = _greedy_pass(problem, idx, g, last_free=last_free)
+            if isinstance(h, Solution):
+                h.message = f"attention pipelined by {g} head groups where a job offers it" + (
+                    " and a consumer reads its pieces" if last_free else ""
+                )
+                candidates.append(h)
     for g in sorted({micro_batch_count(m) for j in problem.jobs for m in j.modes} - {0}):
         h = _greedy_pass(problem, idx, micro_batches=g)
         if isinstance(h, Solution):
@@ -354,6 +362,8 @@ def solve_naive(problem: SchedulingProblem, mode_name_prefix: str = "naive") -> 
         waits = idx.input_waits(job.name, mode, modes)
         for t in idx.topo[(job.name, mode.name)]:
             est = 0 if prev_res is None else prev_end + problem.lag(prev_res, t.resource)
+            if t.resource == HOST:
+                est = max(est, problem.host_release)
             for b, lag in idx.in_edges[t.name]:
                 est = max(est, starts[b] + idx.tasks[b].task.duration + lag)
             for o in waits.get(t.name, ()):

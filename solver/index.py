@@ -219,7 +219,7 @@ class ProblemIndex:
                     for pop, _cop, u in self.problem.ports(d, mode):
                         waits.setdefault(u, []).append((d.before, pop, mode.reads_range(u)))
                 for t in self.topo[(job.name, mode.name)]:
-                    h = 0
+                    h = self.problem.host_release if t.resource == HOST else 0
                     for b, lag in self.in_edges[t.name]:
                         h = max(h, self.head[b] + self.tasks[b].task.duration + lag)
                     for producer, pop, part in waits.get(t.name, ()):

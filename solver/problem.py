@@ -204,6 +204,9 @@ class SchedulingProblem:
     sync_cycles: int
     repeat: int = 1  # capacity multiplier: the problem is a template repeated `repeat` times
     horizon: int = 0  # an upper bound on the makespan (0: sum of the longest modes)
+    # the host is busy until this cycle: the LAUNCH of the program's one host kernel, which every
+    # host task continues (ISA 1.6, solver/launch_chain.py); 0: each host task launches its own
+    host_release: int = 0
 
     def lag(self, from_resource: str, to_resource: str) -> int:
         return 0 if from_resource == to_resource else self.sync_cycles
@@ -243,7 +246,7 @@ class SchedulingProblem:
 
     def trivial_horizon(self) -> int:
         total = sum(max(sum(t.duration for t in m.tasks) for m in j.modes) for j in self.jobs)
-        total += len(self.jobs) * 2 * self.sync_cycles
+        total += len(self.jobs) * 2 * self.sync_cycles + self.host_release
         if self.refresh:
             total += (total // self.refresh.tREFI + 1) * self.refresh.tRFC * 2
         return total

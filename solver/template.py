@@ -84,7 +84,14 @@ def template_problem(problem: SchedulingProblem, outside: Solution) -> Schedulin
     deps = [d for d in problem.dependencies if d.before in names and d.after in names]
     groups = [Group(g.name, g.channels, max(0, g.capacity_rows - used[g.name])) for g in problem.groups]
     sub = SchedulingProblem(
-        f"{problem.name}/layer-template", jobs, deps, groups, problem.refresh, problem.sync_cycles, repeat=len(layers)
+        f"{problem.name}/layer-template",
+        jobs,
+        deps,
+        groups,
+        problem.refresh,
+        problem.sync_cycles,
+        repeat=len(layers),
+        host_release=problem.host_release,
     )
     sub.horizon = sub.trivial_horizon()
     return sub

@@ -119,8 +119,32 @@ def test_a_launch_is_continued_across_kinds_from_isa_1_6(fpga, host):
     with pytest.raises(SimulationError) as e:
         _run(old, host, functional=False)
     assert e.value.kind == "stream" and e.value.instr == len(host) - 1
-    assert "EPI chain=1 must follow a EPI (ISA 1.5; from 1.6 any of HOP, EPI, HMV)" in str(e.value)
+    assert "EPI chain=1 must follow a EPI (ISA 1.5; from 1.6 any of LAUNCH, HOP, EPI, HMV)" in str(e.value)
     assert str(e.value).endswith("not HMV")
+
+
+def test_a_launch_without_work_is_continued_after_a_wait(fpga):
+    """ISA 1.6 LAUNCH: the host busy for dispatch_cycles from cycle 0 (an event of kind LAUNCH, op
+    -1); the HMV and EPI after the WAIT continue it and pay no launch. On ISA 1.5 the LAUNCH is
+    refused; in a channel stream too."""
+    host = [make("LAUNCH"), make("WAIT", id=0), make("HMV", op=0, row0=0, rows=4, chain=1), make("EPI", op=0, chain=1)]
+    prog, st, inp, res = _run(fpga, host)
+    ok, err = verify(res, run(prog, inp, st))
+    assert ok, err
+    ev = res.host_events
+    assert ev["kind"].tolist() == [3, 2, 1] and ev["op"].tolist()[0] == -1
+    assert (ev["start"][0], ev["end"][0]) == (0, fpga.host.dispatch_cycles)
+    assert (ev["end"] - ev["start"]).tolist()[1:] == [
+        _cycles(fpga, 4, chained=True),
+        -(-B * N // fpga.host.vector_elements_per_cycle),
+    ]
+    with pytest.raises(SimulationError) as e:
+        _run(fpga.model_copy(update={"isa_version": "1.5"}), host, functional=False)
+    assert e.value.kind == "stream" and e.value.instr == 0
+    assert "LAUNCH needs ISA 1.6; the device declares isa_version 1.5" in str(e.value)
+    with pytest.raises(SimulationError) as e:
+        simulate(fpga, streams(fpga, [make("LAUNCH")], []), gemv_program(N, K), functional=False)
+    assert e.value.kind == "stream" and "LAUNCH is a host instruction" in str(e.value)
 
 
 def test_only_a_gemv_has_rows(fpga):

@@ -46,7 +46,15 @@ def _renamed(problem: SchedulingProblem) -> SchedulingProblem:
         )
         jobs.append(replace(j, name=ren(j.name), modes=modes))
     deps = [replace(d, before=ren(d.before), after=ren(d.after)) for d in problem.dependencies]
-    out = SchedulingProblem(problem.name, jobs, deps, problem.groups, problem.refresh, problem.sync_cycles)
+    out = SchedulingProblem(
+        problem.name,
+        jobs,
+        deps,
+        problem.groups,
+        problem.refresh,
+        problem.sync_cycles,
+        host_release=problem.host_release,
+    )
     out.horizon = problem.horizon
     return out
 
