@@ -169,12 +169,14 @@ MODELS = {
 LARGE = {"llama-2048-2l": _llama_2048}  # only when named, and with --out DIR
 #: Variants of those models: ``core`` exported and then lowered to core ATen
 #: (``run_decompositions()``: linear as permute + mm/addmm, SDPA as its math decomposition with bmm
-#: and _softmax); ``b2`` two sequences per step (token ids [2, 1]); ``bf16`` in bfloat16 (the .npz
+#: and _softmax); ``b2`` two sequences per step (token ids [2, 1]), ``b4`` four (the
+#: batch at which pimsat offers micro-batches); ``bf16`` in bfloat16 (the .npz
 #: holds its values as float32, exactly).
 VARIANTS = {
     "tiny-llama-gqa-core": ("tiny-llama-gqa", "core"),
     "tiny-gpt2-core": ("tiny-gpt2", "core"),
     "tiny-llama-gqa-b2": ("tiny-llama-gqa", "b2"),
+    "tiny-llama-gqa-b4": ("tiny-llama-gqa", "b4"),
     "tiny-llama-gqa-bf16": ("tiny-llama-gqa", "bf16"),
 }
 
@@ -274,14 +276,14 @@ def make(name: str, seed: int = 0) -> None:
     model = model.to(dtype).eval()
     if keep is not None:  # float32, as from_pretrained(torch_dtype=...) leaves it
         model.model.rotary_emb.inv_freq = keep
-    batch = 2 if variant == "b2" else 1
+    batch = {"b2": 2, "b4": 4}.get(variant, 1)
     cfg = model.config
     kvh = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     step = DecodeStep(model)
     past_len = 127 if name in LARGE else PAST
     past = [torch.randn(batch, kvh, past_len, hd, dtype=dtype) for _ in range(2 * cfg.num_hidden_layers)]
-    args = (torch.tensor([[7], [9]][:batch]), torch.tensor([[past_len]] * batch), *past)
+    args = (torch.tensor([[7], [9], [3], [12]][:batch]), torch.tensor([[past_len]] * batch), *past)
     with torch.no_grad():
         ep = torch.export.export(step, args)
         if variant == "core":

@@ -47,7 +47,12 @@ def main() -> None:
     hw = load_hardware(args.hw, args.sets if args.sets is not None else ["organization.channels=8"])
     print(f"hardware {hw.name} x{hw.organization.channels}; |err| = max |pimsat - PyTorch| (fp16 ulp at 2..4: 0.00195)")
     print(f"{'fixture':24} {'ops':>4} {'import s':>8}  {'run':10} {'logits':>9} {'K/V':>9} {'argmax':>6} {'cycles':>8}")
-    paths = [q for p in map(Path, args.paths) for q in (sorted(p.glob("*.pt2")) if p.is_dir() else [p])]
+    # (a folder's archives without a step beside them, the refusal fixtures, are left out)
+    paths = [
+        q
+        for p in map(Path, args.paths)
+        for q in (sorted(x for x in p.glob("*.pt2") if x.with_suffix(".npz").exists()) if p.is_dir() else [p])
+    ]
     for path in paths:
         step = dict(np.load(path.with_suffix(".npz")))
         t0 = time.perf_counter()

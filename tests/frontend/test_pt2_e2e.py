@@ -1,7 +1,8 @@
 """The torch.export frontend against PyTorch itself (issue 19 item 2): each fixture (a tiny Hugging
 Face decode step exported by tools/make_pt2_fixtures.py, with PyTorch's own outputs beside it) is
 imported without torch, compiled with every method, simulated functionally with the archive's
-weights and the step's inputs, and compared with what PyTorch computed."""
+weights and the step's inputs, and compared with what PyTorch computed; at batch 4 also with
+every job run as micro-batches."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import ir
 from hwmodel import load_hardware
 from hwmodel.numerics import within_tolerance
 from ir.pt2 import import_pt2
-from pimsat.pipeline import SolveOptions
+from pimsat.pipeline import SolveOptions, lower_program, verify_program
 from pimsat.pt2_run import compile_and_simulate
 from solver.problem import Method
 
@@ -29,6 +30,7 @@ NAMES = (
     "tiny-llama-gqa-eager",  # eager attention: matmul, softmax, matmul
     "tiny-llama-gqa-static",  # static cache: index_copy_ into a filled cache the archive holds
     "tiny-llama-gqa-b2",  # two sequences per step
+    "tiny-llama-gqa-b4",  # four: micro-batches offered (solver/micro_batch.py)
     "tiny-llama-gqa-bf16",  # bfloat16
 )
 
@@ -75,6 +77,41 @@ def test_compiled_and_simulated_equals_pytorch(name, method):
     )
     assert run.verdict.outputs_match and run.verdict.bit_exact
     _check(imp, imp.torch_outputs(run.outputs, banks=run.banks), want)
+
+
+@pytest.mark.parametrize("share", [1.0, 0.5])
+def test_micro_batched_programs_equal_pytorch(share):
+    """tiny-llama-gqa-b4 (four sequences): every job that offers micro-batches run as two of them
+    (1.0), or a random half of those jobs (0.5), the rest in their first plain mode; list
+    scheduled, decoded, simulated with the archive's weights, bit-exact against pimsat's model and
+    within tolerance of PyTorch's own outputs, next tokens equal; the host ran batch ranges."""
+    import random
+
+    import sim
+    from solver.decode import decode
+    from solver.heuristics import micro_batch_count, schedule_with_modes
+
+    imp, step, want = _fixture("tiny-llama-gqa-b4")
+    inputs, state = imp.step(step)
+    hw = load_hardware("hbm2-pim", ["organization.channels=8"])
+    problem, lowering = lower_program(hw, imp.program, 2).by_style["overlap"]
+    rng, modes, cut = random.Random(3), {}, 0
+    for j in problem.jobs:
+        mb = [m.name for m in j.modes if micro_batch_count(m)]
+        plain = [m.name for m in j.modes if not micro_batch_count(m) and not m.head_outputs]
+        modes[j.name] = mb[0] if mb and rng.random() < share else plain[0]
+        cut += modes[j.name] in mb
+    assert cut >= (20 if share == 1.0 else 5)
+    compiled = decode(problem, lowering, schedule_with_modes(problem, modes))
+    result = sim.simulate(hw, compiled.streams, program=imp.program, state=state, inputs=inputs, functional=True)
+    assert int(result.cycles) == compiled.predicted_cycles
+    verdict = verify_program(hw, imp.program, compiled, result, inputs, state)
+    assert verdict.outputs_match and verdict.bit_exact
+    assert {(i.get("batch0"), i.get("batches")) for i in compiled.streams.host if i.op in ("HOP", "EPI")} >= {
+        (0, 2),
+        (2, 2),
+    }
+    _check(imp, imp.torch_outputs(dict(result.outputs), banks=result.resident), want)
 
 
 def test_the_weights_are_the_archives():
