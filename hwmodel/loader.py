@@ -94,10 +94,15 @@ def apply_overrides(
         if not isinstance(node, dict) or (leaf not in node and leaf not in _ROW_FIELDS):
             known = f" (known: {', '.join(sorted(node))})" if isinstance(node, dict) and len(node) < 40 else ""
             raise HardwareError(f"{label}: {key}: {source} has no field {key}{known}")
-        node[leaf] = _parse_value(label, text)
+        value = _parse_value(label, text)
+        if node is data and leaf in _TEXT_FIELDS and isinstance(value, int | float):
+            value = text.strip()  # isa_version=1.5: the version as written (1.10 is not 1.1)
+        node[leaf] = value
     return data
 
 
+# top-level text fields an override may give as a bare number
+_TEXT_FIELDS = ("name", "isa_version")
 # the fields a timing-table row may be given (hwmodel.model.TimingConstraint)
 _ROW_FIELDS = ("prev", "next", "scope", "latency", "window", "when")
 

@@ -99,6 +99,14 @@ def test_overrides_apply():
     assert load_hardware("hbm2-pim").timing.p("tRCDRD") == 14  # the preset is untouched
 
 
+def test_a_version_override_is_read_as_written():
+    """`--set isa_version=1.5` (YAML would read a float) and "1.5" quoted give the same device."""
+    assert load_hardware("hbm2-pim", ["isa_version=1.5"]).isa_version == "1.5"
+    assert load_hardware("hbm2-pim", ['isa_version="1.5"']).isa_version == "1.5"
+    with pytest.raises(HardwareError, match="ISA 1.10 is not implemented"):
+        load_hardware("hbm2-pim", ["isa_version=1.10"])
+
+
 def test_a_timing_row_is_overridden_by_its_index():
     """`timing.constraints[I].FIELD=V` (issue 18: a row of the timing table as a sweep axis): the
     simulator's table and the rule-derived figures (the hardware bound) follow it, the preset's
