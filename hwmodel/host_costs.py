@@ -111,12 +111,18 @@ def chains_across_kinds(hw: Hardware) -> bool:
     return tuple(map(int, hw.isa_version.split("."))) >= CROSS_CHAIN_ISA
 
 
-def chain_error(hw: Hardware, before: str | None, mnemonic: str) -> str | None:
+def chain_error(hw: Hardware, before: str | None, mnemonic: str, waited: bool = False) -> str | None:
     """Why `mnemonic` with chain=1 cannot continue the launch of `before`, the nearest host
-    instruction before it other than SIG/WAIT (None: it can). Only SIG and WAIT may come between:
-    a WAIT keeps the kernel launched while it waits for the units' signal."""
+    instruction before it other than SIG/WAIT (None: it can); `waited`: a WAIT came between. Only
+    SIG and WAIT may come between: a WAIT keeps the kernel launched while it waits for the units'
+    signal, on a host with `persistent_kernel` (else a WAIT ends the launch)."""
     if before is None:
         return f"{mnemonic} chain=1 is the host stream's first instruction: there is no launch to continue"
+    if waited and not hw.host.persistent_kernel:
+        return (
+            f"{mnemonic} chain=1 follows a WAIT, and this host keeps no kernel launched across a wait "
+            "(host.persistent_kernel = false): it launches anew"
+        )
     if before == mnemonic or (chains_across_kinds(hw) and before in LAUNCHES):
         return None
     what = (

@@ -126,6 +126,11 @@ class Host(_Strict):
     matrix_macs_per_cycle: int = Field(ge=1, description="host GEMM throughput (MACs per cycle)")
     dispatch_cycles: int = Field(ge=0, description="fixed cost of launching one host op")
     sync_cycles: int = Field(ge=0, description="signal-to-wait latency between streams")
+    persistent_kernel: bool = Field(
+        True,
+        description="the host keeps a kernel launched while it waits for a unit's signal (a chained "
+        "instruction may follow a WAIT); false: the first host instruction after a WAIT launches anew",
+    )
 
 
 class TimingConstraint(_Strict):

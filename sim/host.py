@@ -121,12 +121,15 @@ class HostRunner:
             )
         return host_mv_cycles(self.hw, self.program, op_index, rows)
 
-    def _chained_to(self, i: int) -> str | None:
-        """The op of the nearest host instruction before i that is not a SIG or WAIT."""
+    def _chained_to(self, i: int) -> tuple[str | None, bool]:
+        """The op of the nearest host instruction before i that is not a SIG or WAIT, and whether a
+        WAIT lies between."""
+        waited = False
         for j in range(i - 1, -1, -1):
             if self.stream[j].op not in ("SIG", "WAIT"):
-                return self.stream[j].op
-        return None
+                return self.stream[j].op, waited
+            waited = waited or self.stream[j].op == "WAIT"
+        return None, waited
 
     def run(self, sig: np.ndarray) -> bool:
         """Advance until the end (True) or a WAIT on an unset signal (False, self.block)."""
@@ -160,7 +163,8 @@ class HostRunner:
                     bad = launch_error(self.hw)
                     arg, dur = -1, self.hw.host.dispatch_cycles
                 else:
-                    bad = chain_error(self.hw, self._chained_to(i), name) if self.stream[i].get("chain") == 1 else None
+                    before, waited = self._chained_to(i)
+                    bad = chain_error(self.hw, before, name, waited) if self.stream[i].get("chain") == 1 else None
                 if bad is not None:
                     raise SimulationError("stream", bad, stream="host", instr=i, instruction=self.stream[i])
                 if op != OP_LAUNCH:

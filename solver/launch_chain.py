@@ -15,7 +15,10 @@ lone gemv's epilogue, wins the whole launch.
 
 The hardware bound already counts one launch per program (HOST) and none on the critical path
 (solver/hardware_bound.py), so it does not move. The naive lowering (the vendor-library
-baseline) keeps one launch per host task.
+baseline) keeps one launch per host task, and so does every lowering for a host that cannot keep
+a kernel launched across a WAIT (`host.persistent_kernel = false`; the simulator refuses a chain
+across a WAIT there). For such a host the bound is still valid, but looser: it does not count the
+launch each epilogue then pays after its WAIT.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from .problem import HOST, SchedulingProblem
 def chain_launches(problem: SchedulingProblem, hw: Hardware) -> int:
     """Mark (in place) every host task of `problem` as continuing the program's one launch, its
     duration without it, and hold the host until the launch ends; the number of tasks marked.
-    Nothing before ISA 1.6 or without a launch cost."""
+    Nothing before ISA 1.6, on a host that keeps no kernel across a wait (`persistent_kernel`
+    false: every host task launches its own) or without a launch cost."""
     launch = hw.host.dispatch_cycles
-    if not chains_across_kinds(hw) or launch == 0:
+    if not chains_across_kinds(hw) or not hw.host.persistent_kernel or launch == 0:
         return 0
     marked = 0
     for j, job in enumerate(problem.jobs):

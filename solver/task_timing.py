@@ -185,11 +185,12 @@ def max_latency_after(hw: Hardware) -> dict[str, int]:
 # latency are the decoder's). The oracle is handed the device with these at fixed values
 # (`_without_refresh`), so the timing cannot depend on them, whoever emits the commands; the
 # emitters do not read them (tests/solver/test_timing_cache.py watches every read).
-UNREAD_HOST_FIELDS: dict[str, int] = {
+UNREAD_HOST_FIELDS: dict[str, int | bool] = {
     "dispatch_cycles": 0,
     "sync_cycles": 0,
     "vector_elements_per_cycle": 1,
     "matrix_macs_per_cycle": 1,
+    "persistent_kernel": True,
 }
 _TIMING_NAME = "task-timing"
 

@@ -147,6 +147,20 @@ def test_a_launch_without_work_is_continued_after_a_wait(fpga):
     assert e.value.kind == "stream" and "LAUNCH is a host instruction" in str(e.value)
 
 
+def test_a_host_without_persistent_kernels_launches_after_every_wait(fpga):
+    """host.persistent_kernel = false: a chained instruction right after another (no WAIT between)
+    continues its launch; one after a WAIT is refused in one line, the unchained one accepted."""
+    hw = fpga.model_copy(update={"host": fpga.host.model_copy(update={"persistent_kernel": False})})
+    _run(hw, [make("WAIT", id=0), make("HMV", op=0, row0=0, rows=4), make("EPI", op=0, chain=1)])
+    waited = [make("LAUNCH"), make("WAIT", id=0), make("HMV", op=0, row0=0, rows=4, chain=1), make("EPI", op=0)]
+    with pytest.raises(SimulationError) as e:
+        _run(hw, waited, functional=False)
+    assert e.value.kind == "stream" and e.value.instr == 2
+    assert "HMV chain=1 follows a WAIT" in str(e.value) and "host.persistent_kernel = false" in str(e.value)
+    waited[2] = make("HMV", op=0, row0=0, rows=4)
+    _run(hw, waited)
+
+
 def test_only_a_gemv_has_rows(fpga):
     prog = norm_gemv_program("fp16", 16)
     ss = streams(fpga, [], [], host=[make("HMV", op=0, row0=0, rows=1)])

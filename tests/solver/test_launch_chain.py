@@ -33,7 +33,8 @@ def _host_tasks(problem):
 
 def test_every_host_task_continues_the_programs_launch():
     """A tiny Llama: every host task of every mode is chained, its duration the launch less than
-    on ISA 1.5, and the host is held for the launch; ISA 1.5 and naive lowering chain nothing."""
+    on ISA 1.5, and the host is held for the launch; ISA 1.5, naive lowering and a host that
+    keeps no kernel across a wait (host.persistent_kernel = false) chain nothing."""
     hw, program = _instance(TINY).build_hardware(), _instance(TINY).build_program()
     problem = lower(hw, program, LowerOptions(groups=2))[0]
     old = lower(_instance(TINY, sets=[EIGHT, ISA_1_5]).build_hardware(), program, LowerOptions(groups=2))[0]
@@ -42,7 +43,8 @@ def test_every_host_task_continues_the_programs_launch():
     assert tasks.keys() == before.keys() and len(tasks) > 100
     assert all(t.chained and t.duration == before[n].duration - hw.host.dispatch_cycles for n, t in tasks.items())
     assert problem.host_release == hw.host.dispatch_cycles == 200
-    for p in (old, naive):
+    waits = _instance(TINY, sets=[EIGHT, "host.persistent_kernel=false"]).build_hardware()
+    for p in (old, naive, lower(waits, program, LowerOptions(groups=2))[0]):
         assert p.host_release == 0 and not any(t.chained for t in _host_tasks(p).values())
 
 
@@ -93,10 +95,13 @@ def test_one_launch_wins_where_the_host_is_on_the_critical_path():
     """A tiny Llama (2 layers, 64 wide) on 4 gddr6-aim channels, a launch 400 cycles: its GEMVs
     are short, so the host's launches are most of the path. CP-SAT on ISA 1.6 against the same
     device declaring ISA 1.5 (every host task launches): 4,636 against 15,734 cycles, both
-    simulated as predicted, the hardware bound the same."""
+    simulated as predicted, the hardware bound the same; a host that keeps no kernel across a
+    wait takes the 15,734 too."""
     opts = SolveOptions(method="cpsat", functional=False, record=False, workers=1)
     new = run(_instance(TINY, "gddr6-aim", ["organization.channels=4"]), opts)
     old = run(_instance(TINY, "gddr6-aim", ["organization.channels=4", ISA_1_5]), opts)
     assert new.sim.cycles == new.compiled.predicted_cycles and old.sim.cycles == old.compiled.predicted_cycles
     assert (new.sim.cycles, old.sim.cycles) == (4636, 15734)
     assert new.bounds.hardware.cycles == old.bounds.hardware.cycles <= new.sim.cycles
+    waits = run(_instance(TINY, "gddr6-aim", ["organization.channels=4", "host.persistent_kernel=false"]), opts)
+    assert waits.sim.cycles == waits.compiled.predicted_cycles == old.sim.cycles  # a launch per host task
