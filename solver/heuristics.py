@@ -203,8 +203,10 @@ def _greedy_pass(
     used = {g: 0 for g in groups}
     sch = _Scheduler(problem, idx)
     count = (lambda m: head_group_count(m) == heads) if heads else (lambda m: micro_batch_count(m) == micro_batches)
-    offers = {j.name for j in problem.jobs if any(count(m) for m in j.modes)}
-    feeds = {d.before for d in problem.dependencies if d.after in offers}
+    feeds: set[str] = set()  # jobs a consumer of which offers such modes
+    if last_free:
+        offers = {j.name for j in problem.jobs if any(count(m) for m in j.modes)}
+        feeds = {d.before for d in problem.dependencies if d.after in offers}
     for j, job in enumerate(problem.jobs):
 
         def fits(mode: Mode, lookahead: bool) -> bool:

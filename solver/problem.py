@@ -65,8 +65,8 @@ class Task:
     # cycles of `duration` a long task spends in REFs of its own (solver/refresh_points.py): tRFC x
     # the REFs its first channel issues; the lumped refresh relaxation does not count them twice
     refresh_credit: int = 0
-    # a host task that continues the host kernel's launch (chain=1, ISA 1.6): some host task runs
-    # before it in every schedule, and `duration` leaves out dispatch_cycles (solver/launch_chain.py)
+    # a host task that continues the program's one host kernel launch (chain=1 on its first
+    # instruction, ISA 1.6 LAUNCH): `duration` leaves out dispatch_cycles (solver/launch_chain.py)
     chained: bool = False
 
     @property

@@ -132,3 +132,27 @@ def test_greedy_capacity_never_exceeded(cap):
             assert solve_cpsat(p, time_limit=5).status == "INFEASIBLE"
         else:
             assert s.status == "UNKNOWN" and "may still be feasible" in s.message
+
+
+def test_the_head_group_pass_lets_the_last_job_of_a_chain_choose():
+    """attention-gqa-llama3-c2048 on hbm2-pim: greedy's head-group pass forced every job that
+    offers head groups into them, the context too, which feeds o_proj, no reader by heads (18,418
+    cycles in the list schedule); with the last job free the context runs whole after the scores'
+    and softmax's head groups (15,392), and greedy returns that program."""
+    from pathlib import Path
+
+    from pimsat.instance import load_instance
+    from pimsat.pipeline import lower_program
+    from solver.heuristics import _greedy_pass
+    from solver.index import problem_index
+
+    inst = load_instance(
+        Path(__file__).resolve().parents[2] / "instances/micro/attention-gqa-llama3-c2048-hbm2-64ch.yaml"
+    )
+    problem, _ = lower_program(inst.build_hardware(), inst.build_program(), 2).by_style["overlap"]
+    idx = problem_index(problem)
+    forced, free = _greedy_pass(problem, idx, 2), _greedy_pass(problem, idx, 2, last_free=True)
+    assert forced.modes["context"] == "heads2[all]" and free.modes["context"] == "pim[all]"
+    assert free.modes["scores"] == "heads2[all]" and free.modes["softmax"] == "heads2"
+    assert (forced.objective, free.objective) == (18418, 15392)
+    assert solve_greedy(problem).objective == 15392
