@@ -59,7 +59,9 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
   the host (HOP) after its inputs and its weights' link reads (which start at cycle 0, before
   the input may exist) and the best split of its rows between both (HMV and MACs from the same
   input, then EPI: the crossing of the two parts' finish over the fraction f in memory); a KV
-  append at once. No dispatch on the path (a chained launch pays it earlier: the LAUNCH at cycle 0). A chain
+  append at once. No dispatch on the path (a chained launch pays it earlier: the LAUNCH at cycle 0),
+  but on a host that keeps no kernel across a wait (`host.persistent_kernel` false) each epilogue
+  after its WAIT pays one (`relaunch`; the channel's end too). A chain
   attn_score -> softmax -> attn_context may run by head ranges of at least one head, its
   pieces overlapping on the units and the host (`_head_chain_finish`): only the last score
   piece's own chain, the units' MACs of both ops and the host's work after the first piece's
@@ -231,6 +233,16 @@ def _host_compute(hw: Hardware, program: Program, i: int) -> int:
     return host_op_cycles(hw, program, i) - hw.host.dispatch_cycles
 
 
+def relaunch(hw: Hardware) -> int:
+    """What an epilogue after its WAIT pays beyond its work: nothing where the host keeps a
+    kernel launched across a wait (a program pays its one launch earlier), a launch where it
+    does not (`host.persistent_kernel` false). Why: an EPI of op X reads staging that X's read-outs
+    wrote, so a WAIT on a signal set after them precedes it in the host stream; on such a host the
+    first host instruction after the last WAIT before the EPI cannot continue a launch, so it, or
+    an instruction between it and the EPI, pays `dispatch_cycles` after X's data + the sync."""
+    return 0 if hw.host.persistent_kernel else hw.host.dispatch_cycles
+
+
 def _epilogue_compute(hw: Hardware, program: Program, i: int) -> int:
     return epilogue_cycles(hw, program, i) - hw.host.dispatch_cycles
 
@@ -371,16 +383,18 @@ def _earliest_finish(
         return start + ceil(_host_compute(hw, program, i) * share - 1e-6)
     sync = hw.host.sync_cycles
     lead = sync if fed else 0  # the vector reaches the channels; the result comes back: + sync
-    # MACs over all units, row changes included
+    # MACs over all units, row changes included; after the sync back, the epilogue (and its
+    # launch on a host that keeps none across a wait)
     macs, epi = work.pim, _epilogue_compute(hw, program, i) * (share if epi_share is None else epi_share)
-    in_memory = start + lead + ceil(macs + first_fill + epi - 1e-6) + sync
+    back = sync + relaunch(hw)
+    in_memory = start + lead + ceil(macs + first_fill + epi - 1e-6) + back
     if op.kind is not OpKind.gemv:
         return in_memory
     gemm = _host_compute(hw, program, i) * share
     on_host = max(start, ceil(work.link)) + gemm  # the weights over the link (from cycle 0), then HOP
 
     def pim_part(f: float) -> float:  # rows [0, f) in memory, the rest on the host (HMV), then EPI
-        return start + lead + f * macs + first_fill + sync
+        return start + lead + f * macs + first_fill + back  # (f = 0: `on_host` is less)
 
     def host_part(f: float) -> float:
         return max(start, (1 - f) * work.link) + (1 - f) * gemm
@@ -479,17 +493,18 @@ def _head_chain_finish(
     follow its V cache."""
     k, j, c = chain
     sync = hw.host.sync_cycles
+    back = sync + relaunch(hw)  # a result back to the host, its epilogue's launch on a host that keeps none
     heads = program.ops[k].attrs["heads"]
     es, x, ec = (_epilogue_compute(hw, program, k), _host_compute(hw, program, j), _epilogue_compute(hw, program, c))
     first_mac = start + (sync if fed else 0) + first_fill
     s, cm = score.pim, context.pim
-    scores = max(first_mac + s + sync + es / heads, first_mac + s / heads + sync + es)
-    softmax = max(scores + x / heads, first_mac + s / heads + sync + es + x)
+    scores = max(first_mac + s + back + es / heads, first_mac + s / heads + back + es)
+    softmax = max(scores + x / heads, first_mac + s / heads + back + es + x)
     ctx = max(
-        softmax + sync + cm / heads + sync + ec / heads,
-        first_mac + s + cm + sync + ec / heads,
-        first_mac + s / heads + sync + es + x + ec,
-        other + cm + sync + ec / heads,
+        softmax + sync + cm / heads + back + ec / heads,
+        first_mac + s + cm + back + ec / heads,
+        first_mac + s / heads + back + es + x + ec,
+        other + cm + back + ec / heads,
     )
     return tuple(ceil(v - 1e-6) for v in (scores, softmax, ctx))  # type: ignore[return-value]
 
@@ -535,7 +550,7 @@ def host_tail(hw: Hardware, program: Program) -> float:
         if has_batch_ranges(hw):  # an epilogue of one batch row's outputs (ISA 1.5)
             pieces = max(pieces, op_batch(program, op))
         epis.append(_epilogue_compute(hw, program, i) / max(1, pieces))
-    return hw.host.sync_cycles + min(epis, default=0.0)
+    return hw.host.sync_cycles + relaunch(hw) + min(epis, default=0.0)
 
 
 def channel_view_streaming(hw: Hardware, program: Program, host_busy: int, gaps: PhaseGaps) -> int:

@@ -17,8 +17,8 @@ The hardware bound already counts one launch per program (HOST) and none on the 
 (solver/hardware_bound.py), so it does not move. The naive lowering (the vendor-library
 baseline) keeps one launch per host task, and so does every lowering for a host that cannot keep
 a kernel launched across a WAIT (`host.persistent_kernel = false`; the simulator refuses a chain
-across a WAIT there). For such a host the bound is still valid, but looser: it does not count the
-launch each epilogue then pays after its WAIT.
+across a WAIT there). For such a host the bound counts the launch each epilogue then pays after
+its WAIT (solver/hardware_bound.py, `relaunch`).
 """
 
 from __future__ import annotations

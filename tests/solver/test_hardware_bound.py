@@ -58,6 +58,29 @@ def test_a_fed_op_in_memory_waits_for_the_sync_both_ways():
     assert path(5) > path(100) - 3 * 95  # at the preset's sync another chain binds (above it)
 
 
+def test_a_host_without_persistent_kernels_pays_a_launch_after_each_wait():
+    """host.persistent_kernel = false: an epilogue after its WAIT launches anew
+    (hardware_bound.relaunch, 20 cycles on fpga-proto). Attention 2 x 16 over 32 tokens: the channel's
+    end (a read-out, the sync, a launch and an epilogue) 188 -> 208, the head chain 142 -> 164;
+    GEMV 64 x 128: its path 303 -> 314 (the split between the units and the host moves). Every
+    method's program stays above."""
+    prog = ir.attention_program(heads=2, kv_heads=2, head_dim=16, context=31)
+    terms = lambda p, sets: hardware_bound(load_hardware("fpga-proto", sets), p).as_dict()  # noqa: E731
+    waits = ["host.persistent_kernel=false"]
+    assert (terms(prog, [])[Term.STREAMING], terms(prog, waits)[Term.STREAMING]) == (188, 208)
+    assert (terms(prog, [])[Term.CRITICAL_PATH], terms(prog, waits)[Term.CRITICAL_PATH]) == (142, 164)
+    gemv = ir.gemv_program(64, 128)
+    assert (terms(gemv, [])[Term.CRITICAL_PATH], terms(gemv, waits)[Term.CRITICAL_PATH]) == (303, 314)
+    inst = Instance(
+        name="no-persistent",
+        program={"kind": "attention", "heads": 2, "kv_heads": 2, "head_dim": 16, "context": 31},
+        hardware={"preset": "fpga-proto", "set": waits},
+    )
+    for method in ("naive", "greedy", "cpsat"):
+        r = run(inst, SolveOptions(method=method, functional=False, record=False, workers=1))
+        assert r.bounds.hardware.cycles == 208 <= r.sim.cycles == r.compiled.predicted_cycles
+
+
 def test_the_head_chain_is_below_the_whole_op_chain_and_above_its_parts():
     """ISA 1.4 runs score -> softmax -> context by head ranges: the critical path of an attention
     step is the head chain's (below the chain of whole ops, which a pipelined program beats),
@@ -124,6 +147,7 @@ OVERRIDES = st.lists(
             "timing.constraints[5].latency=tRCDMAC + 9",  # ACT -> MAC bank
             "host.sync_cycles=60",
             "host.dispatch_cycles=0",
+            "host.persistent_kernel=false",  # every epilogue launches after its WAIT
             "host.matrix_macs_per_cycle=4096",
             "host.vector_elements_per_cycle=1",
             # the load/read-out boundaries (solver/turnaround_bound.py): a tiny buffer, few
