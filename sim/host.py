@@ -121,6 +121,15 @@ class HostRunner:
             )
         return host_mv_cycles(self.hw, self.program, op_index, rows)
 
+    def _launch_error(self, op: int, i: int) -> str | None:
+        """Why host instruction i cannot launch or continue a launch as it says (None: it can)."""
+        if op == OP_LAUNCH:
+            return launch_error(self.hw)
+        if self.stream[i].get("chain") != 1:
+            return None
+        before, waited = self._chained_to(i)
+        return chain_error(self.hw, before, self.stream[i].op, waited)
+
     def _chained_to(self, i: int) -> tuple[str | None, bool]:
         """The op of the nearest host instruction before i that is not a SIG or WAIT, and whether a
         WAIT lies between."""
@@ -158,16 +167,12 @@ class HostRunner:
                 self.wait = max(self.wait, rel)
                 self.issue[i] = self.lastc[i] = self.done[i] = rel
             elif op in (OP_HOP, OP_EPI, OP_HMV, OP_LAUNCH):
-                name = self.stream[i].op
-                if op == OP_LAUNCH:
-                    bad = launch_error(self.hw)
-                    arg, dur = -1, self.hw.host.dispatch_cycles
-                else:
-                    before, waited = self._chained_to(i)
-                    bad = chain_error(self.hw, before, name, waited) if self.stream[i].get("chain") == 1 else None
+                bad = self._launch_error(op, i)
                 if bad is not None:
                     raise SimulationError("stream", bad, stream="host", instr=i, instruction=self.stream[i])
-                if op != OP_LAUNCH:
+                if op == OP_LAUNCH:  # a kernel launch without work: no op (-1)
+                    arg, dur = -1, self.hw.host.dispatch_cycles
+                else:
                     dur = self._duration(op, arg, i)
                 earliest = max(self.free, self.wait)
                 if stamp >= 0:
