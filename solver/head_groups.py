@@ -37,9 +37,9 @@ from hwmodel.host_costs import epilogue_cycles, has_head_ranges, host_op_cycles
 from ir import OpKind
 
 from .mvshape import MVShape, head_group
-from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
-from .pieces import PieceChain
-from .problem import HOST, Edge, Mode, Task
+from .payload import MVPayload, Role, Style, TaskRole, TilingKind, TooBig
+from .pieces import PieceChain, host_pieces_mode
+from .problem import HOST, Axis, Mode, Task
 
 if TYPE_CHECKING:
     from .lower import Lowerer
@@ -140,17 +140,5 @@ def softmax_head_group_modes(lw: Lowerer, op_name: str) -> list[Mode]:
             for i, (h0, h1) in enumerate(ranges)
         ]
         roles = {t.name: TaskRole(Role.HOP_HEADS, (op_name, h0, h1 - h0)) for t, (h0, h1) in zip(hops, ranges)}
-        modes.append(
-            Mode(
-                tag,
-                tuple(hops),
-                tuple(Edge(x.name, y.name, 0) for x, y in zip(hops, hops[1:])),
-                tuple(t.name for t in hops),
-                hops[-1].name,
-                {},
-                ModePayload((), roles),
-                heads={t.name: r for t, r in zip(hops, ranges)},
-                head_outputs={op_name: tuple((h0, h1, t.name) for (h0, h1), t in zip(ranges, hops))},
-            )
-        )
+        modes.append(host_pieces_mode(tag, hops, roles, ranges, Axis.HEADS, (op_name,)))
     return modes

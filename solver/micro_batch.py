@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING
 from hwmodel.host_costs import MATRIX_KINDS, chain_cycles, epilogue_chain_cycles, has_batch_ranges, op_batch
 
 from .mvshape import MVShape, batch_range
-from .payload import ModePayload, MVPayload, Role, Style, TaskRole, TilingKind, TooBig
-from .pieces import PieceChain
-from .problem import HOST, Edge, Mode, Task
+from .payload import MVPayload, Role, Style, TaskRole, TilingKind, TooBig
+from .pieces import PieceChain, host_pieces_mode
+from .problem import HOST, Axis, Mode, Task
 
 if TYPE_CHECKING:
     from .lower import Lowerer
@@ -148,18 +148,5 @@ def host_micro_batch_modes(lw: Lowerer, name: str, ops: list[str]) -> list[Mode]
             for i, (b0, b1) in enumerate(ranges)
         ]
         roles = {t.name: TaskRole(Role.HOP_BATCH, (tuple(ops), b0, b1 - b0)) for t, (b0, b1) in zip(hops, ranges)}
-        ready = tuple((b0, b1, t.name) for (b0, b1), t in zip(ranges, hops))
-        modes.append(
-            Mode(
-                tag,
-                tuple(hops),
-                tuple(Edge(x.name, y.name, 0) for x, y in zip(hops, hops[1:])),
-                tuple(t.name for t in hops),
-                hops[-1].name,
-                {},
-                ModePayload((), roles),
-                batch_rows={t.name: r for t, r in zip(hops, ranges)},
-                batch_outputs={o: ready for o in ops},
-            )
-        )
+        modes.append(host_pieces_mode(tag, hops, roles, ranges, Axis.BATCH, ops))
     return modes

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .payload import ModePayload, MVPayload, Role, TaskRole
-from .problem import Edge, Mode, Task
+from .problem import Axis, Edge, Mode, Task
 
 if TYPE_CHECKING:
     from .layout import Layout
@@ -91,3 +91,28 @@ class PieceChain:
             reads=self.reads,
             **ranges,
         )
+
+
+def host_pieces_mode(
+    tag: str, tasks: list[Task], roles: dict[str, TaskRole], ranges: list[tuple[int, int]], axis: Axis, ops
+) -> Mode:
+    """A host job run piece by piece: one launch per range of `axis` (head or batch rows), the
+    launches in range order, each reading that range of its producers' results and making that
+    range of every op of `ops` ready."""
+    reads = {t.name: r for t, r in zip(tasks, ranges)}
+    ready = tuple((lo, hi, t.name) for (lo, hi), t in zip(ranges, tasks))
+    by_axis = (
+        {"heads": reads, "head_outputs": {o: ready for o in ops}}
+        if axis is Axis.HEADS
+        else {"batch_rows": reads, "batch_outputs": {o: ready for o in ops}}
+    )
+    return Mode(
+        tag,
+        tuple(tasks),
+        tuple(Edge(x.name, y.name, 0) for x, y in zip(tasks, tasks[1:])),
+        tuple(t.name for t in tasks),
+        tasks[-1].name,
+        {},
+        ModePayload((), roles),
+        **by_axis,
+    )
