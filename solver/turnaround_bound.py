@@ -24,17 +24,41 @@ the timing-table rows (Timing.rule, so an overridden row moves it):
   and RDACC -> MAC are channel rows: at least E_r + (a - 1) rsp, E_r = tMACL + RDACC -> MAC - s.
   A gap holding both is a load gap: its two rows still hold.
 
-The trade-off. A row split needs one load per buffer-full of the input; a k split needs only its
+Phases alone. A row split needs one load per buffer-full of the input; a k split needs only its
 slice of it (few loads) but gives each unit more outputs (more read-outs). A load gap is a
 boundary for every unit at once; a read-out gap only for the units it reads, each with an RDACC of
-its own (an RDACC reads one unit). With G_w load gaps, unit u needs (Phi_u - 1 - G_w)^+ read-out
-gaps with an RDACC of its own; the read-out gaps' cost, E_r - rsp + rsp x a, is convex in a, so
-over the P units of a channel they cost at least (Phibar - 1 - G_w)^+ x E_ro with
-E_ro = min(E_r + (P - 1) rsp, P max(0, E_r)) (all P units read in each gap when E_r >= rsp, one
-RDACC per gap otherwise), Phibar the units' mean phase count. That is linear in G_w, so the
-channel pays at least (Phibar - 1) x E_gap, E_gap = max(0, min(E_w, E_ro)), whatever mix of
-loads and read-outs a program picks. hbm2-pim: E_ro = 20 + 7 x 2 = 34 against E_w = 31 (E_gap
-31); fpga-proto (two units per channel): E_ro = 22 = E_gap.
+its own. With G_w load gaps, unit u needs (Phi_u - 1 - G_w)^+ read-out gaps with an RDACC of its
+own; the read-out gaps' cost, E_r - rsp + rsp x a, is convex in a, so over the P units of a
+channel they cost at least (Phibar - 1 - G_w)^+ x E_ro with E_ro = min(E_r + (P - 1) rsp,
+P max(0, E_r)) (all P units read in each gap when E_r >= rsp, one RDACC per gap otherwise), Phibar
+the units' mean phase count. That is linear in G_w, so the channel pays at least
+(Phibar - 1) x min(E_w, E_ro) whatever mix of loads and read-outs a program picks (hbm2-pim 31, the
+load's turnarounds). E_net (link reads, below) keeps this count; E_gap takes a sharper one.
+
+Pairs: what a gap buys. The phase count lets a gap with one WRGB open a whole new phase. It
+does not: a MAC pairs an accumulator *lifetime* (from the RDACC that cleared it, or the start, to
+the next) with a buffer *content* (one WRGB's write of one burst, until the next write of that
+burst), and two MACs with the same pair compute the same product (the same output, the same input
+burst): a unit's useful MACs are distinct pairs of a lifetime and a content live at once. Sweeping
+the unit's run in time, those pairs are the A x B live at its first MAC plus, per gap, the ones the
+gap's writes and clears open: w WRGBs rewrite at most m = min(w, B) bursts and c cleared
+accumulators start c lifetimes, which opens at most A m + c (B - m) pairs (the new lifetimes with
+every content, the old ones with the new contents). An RDACC command clears at most
+C = min(A, burst_bytes / 4) accumulators of one unit (it moves ceil(4 count / burst_bytes)
+bursts, one command each), so a gap with a RDACC commands opens at most
+P A m + (B - m) min(a C, P A) pairs over the channel's P units. It costs at least the least sum,
+over the orders of its commands, of the rows between consecutive ones (MAC -> first, each next,
+last -> MAC), less s (`gap_costs`; each row holds whatever lies between). A channel whose units do
+U_c MACs then pays at least (U_c - P A B) x rho beyond the MAC spacing, rho the least cost per
+opened pair over every (w, a): E_gap = rho x P A B per A x B MACs of a unit, as if each phase
+cost E_gap (`boundary_cost`; a gap opens at most P A B pairs, so a REF hides at most one E_gap, as
+below). What it prices: a row split reloads all B bursts per buffer-full of the input
+(E_w + (B - 1) x WRGB spacing); a k split that gives each channel one buffer-full of k never
+reloads and reads out all P A accumulators instead (E_r + (P A / C - 1) rsp). hbm2-pim: a load
+16 + 7 x 2 + 19 - 4 = 45, the read-outs of all 8 units 22 + 7 x 2 + 2 - 4 = 34, each per 512
+pairs, and no mix is cheaper: E_gap 34 (31 by phases alone); hbm3-pim (A = 16, two RDACCs a unit,
+B = 64): a load 17 + 63 x 2 + 19 - 4 = 158, all 64 read-outs 16 + 63 x 2 + 2 - 4 = 140: E_gap
+140 (32); fpga-proto (two units a channel): the read-outs, 22.
 
 The first load. Before a channel's first MAC a WRGB wrote the buffer: that MAC is at least wtr
 after cycle 0, counted as min(wtr, E_gap) so that no counted item exceeds one gap's count.
@@ -87,14 +111,15 @@ and either no cluster follows L (+ tail) or one does (+ last, the other n - 1 RE
 the lesser. A REFSB (per-bank refresh) stops no other unit: only the tail counts.
 
 Left out, so that it holds: a one-bank unit's row changes (they idle that unit only; the unit view
-charges them, and STREAMING takes the larger view); the WRGBs' own slots ((w - 1) x WRGB
-spacing) and the last read-out after the last MAC. An op's own chain (CRITICAL_PATH) uses the same
+charges them, and STREAMING takes the larger view); the WRGBs' own slots in E_net (the link reads'
+count) and the last read-out after the last MAC. An op's own chain (CRITICAL_PATH) uses the same
 rate: its MAC gaps are gaps of its channels whatever runs between them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import ceil
 
 from hwmodel import Hardware
@@ -217,6 +242,82 @@ def link_read_spacing(hw: Hardware) -> int:
     return max(hw.link_cycles, hw.timing.rule("RD", "RD", "rank") if hw.organization.ranks == 1 else 0)
 
 
+@dataclass(frozen=True)
+class GapTurns:
+    """The table's least cycles between consecutive commands of a phase boundary (WRGB loads,
+    RDACC read-outs) and the MACs around it, whatever their banks (module docstring)."""
+
+    to_load: int  # MAC -> WRGB
+    load_spacing: int  # WRGB -> WRGB
+    load_to_mac: int  # WRGB -> MAC
+    to_readout: int  # MAC -> RDACC (tMACL)
+    readout_spacing: int  # RDACC -> RDACC
+    readout_to_mac: int  # RDACC -> MAC
+    readout_to_load: int  # RDACC -> WRGB
+    load_to_readout: int  # WRGB -> RDACC
+
+
+def gap_costs(turns: GapTurns, s: int, loads: int, readouts: int) -> list[list[int]]:
+    """cost[w][a]: the least cycles beyond the MAC spacing `s` of a gap between two MACs that
+    holds w WRGBs and a RDACC commands (w <= `loads`, a <= `readouts`), over every order of them.
+    Every row holds between every two of its commands, not only consecutive ones, and the bus
+    carries one command per cycle; of a kind, the last one's rows bind the next command (same
+    latency, later issue), so an order's issue cycles follow from the last WRGB's and the last
+    RDACC's: the Pareto-least such pairs per (w, a)."""
+    none = -(1 << 30)  # no command of that kind yet
+    fronts: list[list[set[tuple[int, int]]]] = [[set() for _ in range(readouts + 1)] for _ in range(loads + 1)]
+    fronts[0][0].add((none, none))
+    for w in range(loads + 1):
+        for a in range(readouts + 1):
+            front = _pareto(fronts[w][a])
+            fronts[w][a] = front
+            for last_w, last_r in front:
+                bus = max(0, last_w, last_r) + 1  # one command per cycle on the bus
+                if w < loads:
+                    t = max(turns.to_load, last_w + turns.load_spacing, last_r + turns.readout_to_load, bus)
+                    fronts[w + 1][a].add((t, last_r))
+                if a < readouts:
+                    t = max(turns.to_readout, last_w + turns.load_to_readout, last_r + turns.readout_spacing, bus)
+                    fronts[w][a + 1].add((last_w, t))
+    return [
+        [
+            min(max(lw + turns.load_to_mac, lr + turns.readout_to_mac, lw + 1, lr + 1, s) for lw, lr in fronts[w][a])
+            - s
+            if w or a
+            else 0
+            for a in range(readouts + 1)
+        ]
+        for w in range(loads + 1)
+    ]
+
+
+def _pareto(points: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The pairs no other pair is at most in both coordinates."""
+    out, best = set(), None
+    for x, y in sorted(points):
+        if best is None or y < best:
+            out.add((x, y))
+            best = y
+    return out
+
+
+@lru_cache(maxsize=256)
+def boundary_cost(turns: GapTurns, s: int, units: int, accs: int, bursts: int, per_readout: int) -> int:
+    """E_gap: the least a channel's gaps cost per A x B new (accumulator lifetime, buffer content)
+    pairs of each of its `units` units (module docstring, "Pairs"): over gaps of w WRGBs and a
+    RDACC commands (each clearing at most `per_readout` accumulators of one unit), the least
+    cost[w][a] per pair they open, P A w + (B - w) min(a C, P A), times P A B; floored, >= 0."""
+    most = -(-units * accs // per_readout)  # RDACCs that clear every accumulator of the channel
+    cost = gap_costs(turns, s, bursts, most)
+    rate = min(
+        cost[w][a] / (units * accs * w + (bursts - w) * min(a * per_readout, units * accs))
+        for w in range(bursts + 1)
+        for a in range(most + 1)
+        if w or a
+    )
+    return max(0, int(rate * units * accs * bursts + 1e-9))
+
+
 def _readout_boundary(first: int, further: int, units: int) -> int:
     """A boundary made of read-out gaps, over all `units` of a channel: all read in one gap (first
     + (units - 1) x further) or one per gap (units x first), whichever is less (first >= 0)."""
@@ -236,7 +337,24 @@ def phase_gaps(hw: Hardware) -> PhaseGaps:
         rule("RDACC", "RDACC", "channel"),
     )
     units = hw.pus_per_channel
-    gap = min(max(0, rtw + wtr - s), _readout_boundary(tmacl + r2m - s, rsp, units))
+    turns = GapTurns(
+        to_load=rtw,
+        load_spacing=rule("WRGB", "WRGB", "channel", "rank"),
+        load_to_mac=wtr,
+        to_readout=tmacl,
+        readout_spacing=rsp,
+        readout_to_mac=r2m,
+        readout_to_load=rule("RDACC", "WRGB", "channel", "rank"),
+        load_to_readout=rule("WRGB", "RDACC", "channel", "rank"),
+    )
+    gap = boundary_cost(
+        turns,
+        s,
+        units,
+        hw.pim.acc_registers,
+        hw.gb_bursts,
+        max(1, min(hw.pim.acc_registers, hw.organization.burst_bytes // 4)),
+    )
     # with link reads inside the gaps (each holding r cycles)
     rd2w, w2rd = rule("RD", "WRGB", "rank", "channel"), rule("WRGB", "RD", "rank", "channel")
     rd2acc, acc2rd = rule("RD", "RDACC", "rank", "channel"), rule("RDACC", "RD", "rank", "channel")

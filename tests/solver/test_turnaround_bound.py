@@ -15,9 +15,11 @@ from solver.turnaround_bound import phase_gaps
 
 def test_costs_by_hand_hbm2_pim():
     g = phase_gaps(load_hardware("hbm2-pim"))
-    # a load gap: MAC -> WRGB 20 + 2 + 2 - 8 = 16, WRGB -> MAC 8 + 2 + 9 = 19, less tMAC 4: 31;
-    # read-outs of all 8 units: tMACL 22 + RDACC -> MAC 2 - 4 + 7 RDACCs x 2 = 34
-    assert g.gap == 31
+    # a load of the whole buffer: MAC -> WRGB 20 + 2 + 2 - 8 = 16, 7 more WRGBs x tCCD_S 2,
+    # WRGB -> MAC 8 + 2 + 9 = 19, less tMAC 4: 45 for 8 x 8 new pairs in each of the 8 units;
+    # read-outs of all 8 units: tMACL 22 + 7 RDACCs x 2 + RDACC -> MAC 2 - 4 = 34 for as many;
+    # both in one gap: 22 + 14 + RDACC -> WRGB 16 + 14 + 19 - 4 = 81 for as many again (not 2 x)
+    assert g.gap == 34
     # with link reads (2 cycles each) inside: a load gap min(16, 4 - 2 + RD -> WRGB 16) + min(19,
     # WRGB -> RD 14) - 4 = 26; read-outs min(22, 4 - 2 + RD -> RDACC 2) + min(2, RDACC -> RD 2)
     # - 4 = 2 for the first unit, 2 for each further one: 16
@@ -25,7 +27,7 @@ def test_costs_by_hand_hbm2_pim():
     assert g.macs_per_phase == 8 * 8  # accumulators x buffer bursts (256 B / 32 B)
     assert g.first_load == 19
     # a REF may sit in one boundary's gap: tRFC 350 less what that boundary counts
-    assert g.refresh_busy(350) == 350 - 31 and g.refresh_busy(350, 0.0) == 350 - 16
+    assert g.refresh_busy(350) == 350 - 34 and g.refresh_busy(350, 0.0) == 350 - 16
     assert g.refresh_busy(20) == 0
 
 
@@ -100,12 +102,12 @@ def test_the_turnarounds_raise_streaming_on_a_data_bus_device_and_no_program_bea
     # MAC: its unit's read-out tMACL 22 + RDACC -> PRE 5 + PRE -> REF 14 - 4 = 37;
     # ChannelEnds.last)
     assert dedicated.as_dict()[Term.STREAMING] == 4096 + 14 + 350 + 17
-    # channel view: 1,024 MACs per unit are 16 phases of 8 x 8: 15 boundaries of 31, the first
+    # channel view: 1,024 MACs per unit are 16 phases of 8 x 8: 15 boundaries of 34, the first
     # load 19, the REF at its cheapest after the last MAC's read-out (22 + 5 + 14 - 4: in a
-    # boundary it would cost 5 + 14 + 350 + tRCDMAC 14 - 4 - 31, before the first MAC 350 + 14
+    # boundary it would cost 5 + 14 + 350 + tRCDMAC 14 - 4 - 34, before the first MAC 350 + 14
     # - 19); the host's fraction (its GEMM in what is left of T, its weights' reads inside the
     # gaps) takes a little off
-    full = 4096 + 15 * 31 + 19 + 350 + 37
+    full = 4096 + 15 * 34 + 19 + 350 + 37
     assert full - 100 < data_bus.as_dict()[Term.STREAMING] <= full
     for method in ("naive", "greedy", "cpsat"):
         r = run(inst("data_bus"), SolveOptions(method=method, time_limit=5.0, workers=1, functional=False))
@@ -169,8 +171,8 @@ def test_refresh_and_the_end_by_hand_hbm2_pim():
     g = phase_gaps(hw)
     ends = channel_ends(hw, g, 1.0, host_tail=100)
     # a REF cluster between two MACs: MAC -> PRE tRTP 5, PRE -> REF tRP 14, ACT -> MAC tRCDMAC 14,
-    # less the MAC's slot 4 and the boundary (31) it may hide
-    assert ends.mid == 5 + 14 + 14 - 4 - 31
+    # less the MAC's slot 4 and the boundary (34) it may hide
+    assert ends.mid == 5 + 14 + 14 - 4 - 34
     # before the first MAC: tRCDMAC 14 after the REFs, where the first load's 19 was counted
     assert ends.first == 14 - 19
     # after the last MAC: its unit's read-out tMACL 22 after it, RDACC -> PRE 5, PRE -> REF 14,
@@ -180,7 +182,8 @@ def test_refresh_and_the_end_by_hand_hbm2_pim():
     # no REF after it: tMACL 22, the read-out's data CL_ACC 20 + BL2 2, then the host's 100
     assert ends.tail == 22 + 22 + 100 - 4
     # no REF: the tail; one: after the last MAC (37) rather than in a gap (-5 + 140); two: one
-    # before the first MAC and one after the last (-5 + 37), each REF tRFC 350 besides
+    # before the first MAC or in a boundary and one after the last (-5 + 37), each REF tRFC 350
+    # besides
     assert [ends.extra(n) for n in range(3)] == [140, 37, 32]
     assert ends.stretch(3900, 3000) == 3140
     assert ends.stretch(3900, 3800) == 3800 + 350 + 37
@@ -190,6 +193,79 @@ def test_refresh_and_the_end_by_hand_hbm2_pim():
     reads = channel_ends(hw, g, 0.0, host_tail=100, reads=True)
     assert (reads.last, reads.tail) == (5 + 14 - 2, 20 + 2 - 2)
     assert reads.mid == 5 + 14 + 14 - 4 - g.net and reads.first == 14
-    # never below the former count, tRFC - 31 per REF and nothing at the end
+    # never below the former count, tRFC - 34 per REF and nothing at the end
     for work in range(0, 20000, 997):
         assert ends.stretch(3900, work) >= g.refresh_busy(350) * ((ends.stretch(3900, work)) // 3900) + work
+
+
+def test_a_gaps_least_cost_is_the_least_over_every_order_of_its_commands():
+    """gap_costs (a DP over the last WRGB's and RDACC's issue cycles) against every order by brute
+    force, each command at the earliest every row from each earlier one allows, on hbm2-pim's
+    rows and on made-up rows where mixing the kinds pays or only the bus binds."""
+    import itertools
+
+    from solver.turnaround_bound import GapTurns, gap_costs
+
+    hbm2 = GapTurns(16, 2, 19, 22, 2, 2, 16, 14)
+    odd = GapTurns(to_load=9, load_spacing=5, load_to_mac=1, to_readout=1, readout_spacing=7, readout_to_mac=9,
+                   readout_to_load=0, load_to_readout=0)  # fmt: skip
+    tight = GapTurns(1, 0, 1, 1, 0, 0, 0, 0)  # only the bus's one command per cycle
+    for turns in (hbm2, odd, tight):
+        row = {
+            ("M", "W"): turns.to_load,
+            ("M", "R"): turns.to_readout,
+            ("W", "M"): turns.load_to_mac,
+            ("R", "M"): turns.readout_to_mac,
+            ("W", "W"): turns.load_spacing,
+            ("R", "R"): turns.readout_spacing,
+            ("W", "R"): turns.load_to_readout,
+            ("R", "W"): turns.readout_to_load,
+            ("M", "M"): 4,  # tMAC
+        }
+        cost = gap_costs(turns, 4, 4, 4)
+        for w, a in itertools.product(range(5), range(5)):
+            if not w and not a:
+                continue
+            best = None
+            for order in set(itertools.permutations("W" * w + "R" * a)):
+                seq = ("M",) + order + ("M",)
+                t = [0]
+                for j in range(1, len(seq)):
+                    t.append(max([t[i] + row[seq[i], seq[j]] for i in range(j)] + [t[-1] + 1]))
+                best = t[-1] if best is None else min(best, t[-1])
+            assert cost[w][a] == best - 4, (turns, w, a)
+        # the row from the last WRGB binds the next MAC even after an RDACC: two WRGBs then an
+        # RDACC (16 + 2 + 14 + 2 = 34 by consecutive rows) still end 19 after the last WRGB
+        if turns is hbm2:
+            assert cost[2][1] == 16 + 2 + 19 - 4
+
+
+@pytest.mark.parametrize(
+    ("preset", "sets", "gap"),
+    [
+        # the read-outs of all 8 units (34) beat a load of 8 bursts (45), per 512 pairs each
+        ("hbm2-pim", [], 34),
+        # 16 accumulators are 2 RDACCs a unit: 64 read-outs 16 + 63 x 2 + 2 - 4 = 140, against a
+        # load of 64 bursts 17 + 63 x 2 + 19 - 4 = 158
+        ("hbm3-pim", [], 140),
+        # 2 units read out: 22 + 2 + 2 - 4 = 22 (a load 45)
+        ("fpga-proto", [], 22),
+        # a buffer of 2 bursts: a load 16 + 2 + 19 - 4 = 33 per 8 x 2 pairs a unit; the read-outs
+        # open only 8 x 2 pairs a unit too, for 34
+        ("hbm2-pim", ["pim.global_buffer_bytes=64"], 33),
+        # 4 accumulators: 8 read-outs open 4 x 8 pairs a unit for 34; a load 45 does too
+        ("hbm2-pim", ["pim.acc_registers=4"], 34),
+    ],
+)
+def test_e_gap_by_hand_and_never_below_the_phase_count(preset, sets, gap):
+    """E_gap by the pairs count (module docstring) by hand, and never below the count by phases
+    alone (min of a load's turnarounds and all units' read-outs), which it sharpens."""
+    hw = load_hardware(preset, sets)
+    g = phase_gaps(hw)
+    assert g.gap == gap
+    t, s = hw.timing, hw.mac_interval
+    e_w = t.rule("MAC", "WRGB", "rank") + t.rule("WRGB", "MAC", "bank_group") - s
+    e_r = t.rule("MAC", "RDACC", "channel") + t.rule("RDACC", "MAC", "channel") - s
+    rsp = t.rule("RDACC", "RDACC", "channel")
+    units = hw.pus_per_channel
+    assert g.gap >= min(e_w, e_r + (units - 1) * rsp, units * e_r)
