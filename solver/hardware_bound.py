@@ -29,12 +29,13 @@ Terms (`Term`), each in memory-clock cycles; the bound is the largest:
   REF cluster (all banks precharged first), whichever is less (`unit_ends`, ChannelEnds in
   solver/turnaround_bound.py, which also prices REFs between and before the commands).
   That is the unit view; STREAMING is the larger of it and the channel view
-  (solver/turnaround_bound.py, where it is derived): a unit does at most acc_registers x
-  buffer bursts MACs between two gaps of its channel's MAC stream that hold a buffer load
-  (WRGB) or a read-out of it (RDACC), and each such boundary costs the channel at least
-  E_gap = min(load gap, read-outs of all its units) beyond the MAC spacing (hbm2-pim: the
-  read/write turnarounds of a load, 16 + 19 - 4 = 31; 0 on a dedicated write path), the first
-  load WRGB -> MAC before the first MAC; a REF cluster costs tRFC per REF and its row commands
+  (solver/turnaround_bound.py, where it is derived): a unit's MACs pair an accumulator
+  lifetime with a buffer burst's content, A x B of them live at its first MAC, and a gap of its
+  channel's MAC stream holding buffer loads (WRGB) or read-outs (RDACC) opens only so many new
+  pairs for what it costs, so every acc_registers x buffer bursts MACs of a unit beyond the first
+  cost the channel at least E_gap beyond the MAC spacing (hbm2-pim: the read-outs of all 8 units,
+  22 + 7 x 2 + 2 - 4 = 34, against a load of the whole buffer, 45; 0 on a dedicated write path),
+  the first load WRGB -> MAC before the first MAC; a REF cluster costs tRFC per REF and its row commands
   around it (PRE before, ACT after) less the boundary it may hide, or sits before the first or
   after the last column command (ChannelEnds: at least tRFC - E_gap per REF as before). Link
   reads may sit in those gaps: a boundary then costs E_net beyond their slots (hbm2-pim 16), and

@@ -18,7 +18,8 @@ def test_costs_by_hand_hbm2_pim():
     # a load of the whole buffer: MAC -> WRGB 20 + 2 + 2 - 8 = 16, 7 more WRGBs x tCCD_S 2,
     # WRGB -> MAC 8 + 2 + 9 = 19, less tMAC 4: 45 for 8 x 8 new pairs in each of the 8 units;
     # read-outs of all 8 units: tMACL 22 + 7 RDACCs x 2 + RDACC -> MAC 2 - 4 = 34 for as many;
-    # both in one gap: 22 + 14 + RDACC -> WRGB 16 + 14 + 19 - 4 = 81 for as many again (not 2 x)
+    # both in one gap, the WRGBs first: 16 + 14 + WRGB -> RDACC 14 + 14 + 2 - 4 = 56, for only as
+    # many (the new accumulators meet only the new contents)
     assert g.gap == 34
     # with link reads (2 cycles each) inside: a load gap min(16, 4 - 2 + RD -> WRGB 16) + min(19,
     # WRGB -> RD 14) - 4 = 26; read-outs min(22, 4 - 2 + RD -> RDACC 2) + min(2, RDACC -> RD 2)
