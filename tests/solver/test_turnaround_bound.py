@@ -139,8 +139,10 @@ HBM2_2CH = ["organization.channels=2", "organization.rows=256"]
             {"kind": "attention", "heads": 2, "kv_heads": 2, "head_dim": 32, "context": 40, "batch": 4},
             ["pim.global_buffer_bytes=32"],
         ),
+        # 16 accumulators a unit, read out by 2 RDACCs of 8 each (the pairs count's C < A)
+        ("hbm2-pim", {"kind": "gemv", "n": 256, "k": 2048}, HBM2_2CH + ["pim.acc_registers=16"]),
     ],
-    ids=["gemv-b16-gb32-acc2", "gemv-ksplit-b2-hbm2", "attention-b4-gb32"],
+    ids=["gemv-b16-gb32-acc2", "gemv-ksplit-b2-hbm2", "attention-b4-gb32", "gemv-acc16-hbm2"],
 )
 def test_where_the_boundaries_bind_no_program_is_below(preset, program, sets):
     """Cases where the channel view sets the bound (it is above the same device's with a
