@@ -142,10 +142,21 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     block = p["tRP"] + (p["tRFCSB"] + (nb // 2) * p["tRREFD"] if spread else p["tRFC"]) + p["tRCDMAC"]  # about
     if spread:
         return _placed_by_loop(seq, timing, trefi, block, nb, True)
-    return _placed(seq, timing, trefi, block)
+    return _placed(seq, timing, trefi, block, loads_stop_macs(hw))
 
 
-_CODE = {"RDACC": 1, "ACT": 2, "PRE": 3}  # what `_placed` looks at
+def loads_stop_macs(hw: Hardware) -> bool:
+    """Whether a buffer load keeps the channel from MACs (the data-bus write path's turnaround
+    rows MAC -> WRGB and WRGB -> MAC): only then does a REF block gain by taking a load in
+    (`_at_loads`); on a dedicated path the WRGBs overlap the MACs and would only lengthen it."""
+    t = hw.timing
+    return t.rule("MAC", "WRGB", "rank") + t.rule("WRGB", "MAC", "bank_group") > 0
+
+
+_CODE = {"RDACC": 1, "ACT": 2, "PRE": 3, "WRGB": 4}  # what `_placed` looks at
+# how far (cycles of the task without REFs) a REF block may move past its rule's point to reach
+# a buffer load, as a share of tREFI (`_at_loads`)
+LOAD_WINDOW = 4
 
 
 def _points(codes: np.ndarray, timing, trefi: int, block: int) -> list[int]:
@@ -180,37 +191,80 @@ def _points(codes: np.ndarray, timing, trefi: int, block: int) -> list[int]:
     return points
 
 
-def _placed(seq: list[Instruction], timing, trefi: int, block: int) -> list[Instruction]:
-    """All-bank refresh points of `with_refresh` found with numpy (`_points`), the open rows at
-    each from the ACTs and PREs before it: the same list as `_placed_by_loop`, without a Python
-    step per instruction."""
+def _at_loads(points: list[int], codes: np.ndarray, timing, trefi: int) -> list[tuple[int, int]]:
+    """Each refresh point moved to the buffer load (a run of WRGBs) that follows it, if one
+    starts within tREFI / LOAD_WINDOW cycles and before the next point, with more than a tREFI of
+    the task left: (index of its first WRGB, index after its last), or (the point, the point).
+
+    Why: a REF block keeps the channel from MACs for PRE -> REF -> tRFC -> ACT -> MAC anyway, and
+    a load's WRGBs need no open bank: issued between the block's PRE and its REF they take no time
+    of their own (hbm2-pim: a load block's 45 cycles in the MAC stream, 12 of them left after the
+    REF's), where a REF elsewhere adds to every load."""
+    issue = timing.issue
+    n = len(codes)
+    loads = np.flatnonzero(codes == _CODE["WRGB"])
+    out = []
+    for p, i in enumerate(points):
+        nxt = points[p + 1] if p + 1 < len(points) else n
+        s = int(np.searchsorted(loads, i))
+        j = int(loads[s]) if s < len(loads) else n
+        if j < nxt and issue[j] - issue[i] <= trefi // LOAD_WINDOW and timing.duration - issue[j] > trefi:
+            e = j
+            while e < n and codes[e] == _CODE["WRGB"]:
+                e += 1
+            out.append((j, e))
+        else:
+            out.append((i, i))
+    return out
+
+
+def _placed(seq: list[Instruction], timing, trefi: int, block: int, at_loads: bool = True) -> list[Instruction]:
+    """All-bank refresh points of `with_refresh` found with numpy (`_points`), with `at_loads`
+    moved to a buffer load where one follows (`_at_loads`), the open rows at each from the ACTs
+    and PREs before it: the same list as `_placed_by_loop`, without a Python step per
+    instruction."""
     codes = np.fromiter(map(_CODE.get, map(_OP, seq), repeat(0)), dtype=np.int8, count=len(seq))
     points = _points(codes, timing, trefi, block)
     if not points:
         return seq
-    rowcmds = np.flatnonzero(codes >= _CODE["ACT"]).tolist()
+    if not at_loads:
+        codes = np.where(codes == _CODE["WRGB"], 0, codes).astype(np.int8)
+    rowcmds = np.flatnonzero((codes == _CODE["ACT"]) | (codes == _CODE["PRE"])).tolist()
     out: list[Instruction] = []
     open_rows: dict[int, int] = {}  # bank -> open row
     at, r = 0, 0
-    for i in points:
+    for i, e in _at_loads(points, codes, timing, trefi):
         while r < len(rowcmds) and rowcmds[r] < i:
             _track(open_rows, seq[rowcmds[r]])
             r += 1
         out.extend(seq[at:i])
-        out.extend(_refresh_block(open_rows))
-        at = i
+        out.extend(_refresh_block(open_rows, seq[i:e]))
+        at = e
     out.extend(seq[at:])
     return out
 
 
-def _placed_by_loop(seq: list[Instruction], timing, trefi: int, block: int, nb: int, spread: bool) -> list[Instruction]:
+def _placed_by_loop(
+    seq: list[Instruction], timing, trefi: int, block: int, nb: int, spread: bool, at_loads: bool = True
+) -> list[Instruction]:
     """`with_refresh`'s placement, instruction by instruction (per-bank refresh; all-bank too,
-    which `_placed` does faster)."""
+    which `_placed` does faster: there each REF block moves to a buffer load that follows its
+    point, `_at_loads`, and its PRE goes before the load's WRGBs, its REF and ACTs after)."""
     out: list[Instruction] = []
     open_rows: dict[int, int] = {}  # bank -> open row
     pending: list[int] = []  # per-bank: closed banks still owed their refresh of this round
     k = 1
+    loads_from = {} if spread else dict(_loop_loads(seq, timing, trefi, block, at_loads).values())
+    skip = 0
     for i, ins in enumerate(seq):
+        if not spread:
+            if i in loads_from:
+                out.extend(_refresh_block(open_rows, seq[i : loads_from[i]]))
+                skip = loads_from[i]
+            if i >= skip:
+                out.append(ins)
+                _track(open_rows, ins)
+            continue
         # the k-th REF goes before the first instruction that would issue at or after k x tREFI
         # (counting the blocks already inserted), once the task has at least a tREFI left; not
         # before an RDACC: the block's ACTs would open its bank just before a column read of it,
@@ -220,12 +274,9 @@ def _placed_by_loop(seq: list[Instruction], timing, trefi: int, block: int, nb: 
             and timing.duration - int(timing.issue[i]) > trefi
             and ins.op != "RDACC"
         ):
-            if spread:
-                out.extend(pending_refresh(pending, list(pending)))  # the last round's stragglers first
-                out.extend(_bank_refresh_block(open_rows))
-                pending = [b for b in range(nb) if b not in open_rows]
-            else:
-                out.extend(_refresh_block(open_rows))
+            out.extend(pending_refresh(pending, list(pending)))  # the last round's stragglers first
+            out.extend(_bank_refresh_block(open_rows))
+            pending = [b for b in range(nb) if b not in open_rows]
             k += 1
         if pending:
             opens = [b for b in pending if ins.op == "ACT" and (_field(ins, "mask") >> b) & 1]
@@ -234,6 +285,24 @@ def _placed_by_loop(seq: list[Instruction], timing, trefi: int, block: int, nb: 
         _track(open_rows, ins)
     out.extend(pending_refresh(pending, list(pending)))
     return out
+
+
+def _loop_loads(seq: list[Instruction], timing, trefi: int, block: int, at_loads: bool) -> dict[int, tuple[int, int]]:
+    """All-bank: the rule's points one by one (the k-th REF before the first instruction that would
+    issue at or after k x tREFI, counting the blocks already inserted, once the task has more than
+    a tREFI left; not before an RDACC: the block's ACTs would open its bank just before a column
+    read of it, which then waits ACT -> RDACC tRCDRD), each then moved to a load (`_at_loads`) if
+    `at_loads`."""
+    points, k = [], 1
+    for i, ins in enumerate(seq):
+        at = int(timing.issue[i])
+        if at + (k - 1) * block >= k * trefi and timing.duration - at > trefi and ins.op != "RDACC":
+            points.append(i)
+            k += 1
+    if not at_loads:
+        return {i: (i, i) for i in points}
+    codes = np.array([_CODE.get(ins.op, 0) for ins in seq], dtype=np.int8)
+    return dict(zip(points, _at_loads(points, codes, timing, trefi)))
 
 
 def _track(open_rows: dict[int, int], ins: Instruction) -> None:
@@ -273,10 +342,12 @@ def _reopen(open_rows: dict[int, int]) -> list[Instruction]:
     return [make("ACT", mask=mask, row=row) for row, mask in sorted(by_row.items(), key=lambda rm: rm[1] & -rm[1])]
 
 
-def _refresh_block(open_rows: dict[int, int]) -> list[Instruction]:
-    """PRE the open banks, REF, ACT each open row again (one ACT per row, all its banks)."""
+def _refresh_block(open_rows: dict[int, int], loads: list[Instruction] = ()) -> list[Instruction]:
+    """PRE the open banks, the buffer load `loads` (WRGBs, which need no open bank), REF, ACT each
+    open row again (one ACT per row, all its banks)."""
     block: list[Instruction] = []
     if open_rows:
         block.append(make("PRE", mask=sum(1 << b for b in open_rows)))
+    block.extend(loads)
     block.append(make("REF"))
     return block + _reopen(open_rows)
