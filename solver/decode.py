@@ -9,7 +9,10 @@
    issued whenever the task would otherwise end with too many owed, or reach its first REF (or
    its end) too long after the last one; a long task carries REFs of its own
    (solver/refresh_points.py), counted here at their exact relative cycles; at the end every owed
-   REF is issued. Because each task was
+   REF is issued. Where those last REFs set the makespan (the group has no work left to hide
+   them), the timeline is laid out again letting an idle gap take one more REF that outlasts it
+   by up to a quarter, half or all of a REF (the next task waits that much), and the fastest of
+   the timelines is kept (`_timeline`). Because each task was
    timed alone from a quiet state and its `duration` covers every constraint its commands start,
    the composed program is legal, and its makespan is known before it is simulated.
 3. Streams: each task's commands stamped at start + relative issue cycle, with SIG after a task
@@ -235,6 +238,124 @@ def _encoded_append(hw, lay: Layout, sym: Symbols, ci: int, append: tuple, rows:
     return table
 
 
+@dataclass
+class _Timeline:
+    placed: dict[str, _Placed]
+    refs: dict[str, list[int]]  # the REFs decode issues between tasks, per group
+    makespan: int
+    end_refreshes: bool  # REFs after every task's completion set the makespan
+
+
+def _timeline(hw, problem: SchedulingProblem, groups, tasks, preds, commands, overhang: int) -> _Timeline:
+    """Every task at its exact start in the solution's order, with the REFs decode issues between
+    tasks under the JEDEC rules (module docstring). `overhang`: an idle gap before a task also
+    takes one REF that outlasts it by at most this much (the task waits), where more REFs are
+    owed at the end than gaps took (decode tries it when the end's REFs set the makespan)."""
+    ref = problem.refresh
+    rshift = round_shift(hw)  # a pair's odd channel refreshes this much after the even one
+    # ... in a group that holds a pair (groups hold whole pairs; an odd channel count leaves one
+    # channel without its partner)
+    gshift = {
+        g: rshift if any(c % 2 and c - 1 in groups[g].channels for c in groups[g].channels) else 0 for g in groups
+    }
+    ref_len = {g: round_cycles(hw) + gshift[g] for g in groups}  # a round keeps its group this long
+    # a round issued at cycle `at` has refreshed every bank of every channel of its group only at
+    # at + ref_lands[g]: its last REFSB (per-bank) on the pair's odd channel, which goes gshift later
+    ref_lands = {g: (ref.span if ref else 0) + gshift[g] for g in groups}
+    free = {r: 0 for r in problem.resources()}
+    free[HOST] = problem.host_release  # a LAUNCH at cycle 0 (solver/launch_chain.py)
+    refs: dict[str, list[int]] = {g: [] for g in groups}  # the REFs decode issues between tasks
+    # every REF of a group, its own and its tasks', bounded over the group's channels (whose long
+    # tasks may carry different numbers of REFs): `late` counts the REFs every channel has issued
+    # (the k-th at the latest any channel issues one), `early` those some channel has (the k-th at
+    # the earliest); `last` is the earliest any channel issued its last REF (0: the start)
+    late: dict[str, list[int]] = {g: [] for g in groups}
+    early: dict[str, list[int]] = {g: [] for g in groups}
+    last: dict[str, int] = {g: 0 for g in groups}
+    placed: dict[str, _Placed] = {}
+
+    def owed(g: str, t: int) -> int:
+        return t // ref.tREFI - len(late[g])
+
+    def issue_ref(g: str, at: int) -> None:
+        refs[g].append(at)
+        late[g].append(at + ref_lands[g])  # per-bank: the round's last REFSB
+        early[g].append(at)
+        last[g] = at
+        free[g] = at + ref_len[g]
+
+    def earliest_credit(g: str) -> int:
+        """The first cycle the group's next REF still earns credit (at most max_pulled_in ahead)."""
+        return max(0, (len(early[g]) + 1 - ref.max_pulled_in) * ref.tREFI)
+
+    for t in tasks:
+        per, dur, comp, inner = commands[t.name]
+        est = free[t.resource]
+        for p, lag in preds[t.name]:
+            if p not in placed:
+                raise DecodeError(f"task {t.name} ordered before its predecessor {p}")
+            est = max(est, placed[p].end + lag)
+        if ref and t.resource != HOST:
+            g = t.resource
+            chans = groups[g].channels
+            counts = [len(inner[c][0]) if c in inner else 0 for c in chans]
+            n_min, n_max = min(counts), max(counts)
+            late_rel = [max(inner[c][0][k] for c in chans) for k in range(n_min)]
+            early_rel = [min(inner[c][1][k] for c, n in zip(chans, counts) if n > k) for k in range(n_max)]
+            first = late_rel[0] if n_min else dur  # the task's first stretch without a REF
+            gap = ref.max_interval * ref.tREFI
+            # idle gap before the task: refresh there, due or not, as far as credit goes
+            while free[g] + ref_len[g] <= est and earliest_credit(g) <= free[g]:
+                issue_ref(g, free[g])
+            if overhang and free[g] < est < free[g] + ref_len[g] <= est + overhang and earliest_credit(g) <= free[g]:
+                issue_ref(g, free[g])
+                est = free[g]
+
+            def short(est: int) -> bool:
+                """True if the group must refresh before a task starting at `est`."""
+                n = len(late[g])
+                if any(est + r >= (n + k + 1 + ref.max_postponed) * ref.tREFI for k, r in enumerate(late_rel)):
+                    return True
+                # ... or end owing so many that the round after it (at est + dur at the earliest)
+                # lands on some channel after the next one falls due (a pair's odd channel, the
+                # last REFSB of a per-bank round)
+                if (est + dur + ref_lands[g]) // ref.tREFI - (n + n_min) > ref.max_postponed:
+                    return True
+                return est + first - last[g] > gap
+
+            while short(est):
+                issue_ref(g, max(free[g], earliest_credit(g)))
+                est = max(est, free[g])
+            # the task's own REFs must earn credit too
+            for k, r in enumerate(early_rel):
+                est = max(est, (len(early[g]) + k + 1 - ref.max_pulled_in) * ref.tREFI - r)
+            late[g].extend(est + r for r in late_rel)
+            early[g].extend(est + r for r in early_rel)
+            if n_min:
+                last[g] = est + min(inner[c][1][-1] for c in chans)
+        placed[t.name] = _Placed(t.name, t.resource, est, est + dur, est + comp, per)
+        free[t.resource] = est + dur
+
+    def makespan() -> int:
+        last_done = max((p.completion for p in placed.values()), default=0)
+        for g, rs in refs.items():
+            if rs:
+                last_done = max(last_done, rs[-1] + ref_len[g])
+        return last_done
+
+    if ref:
+        while True:
+            T = makespan()
+            pending = [g for g in groups if owed(g, T) > 0 or T - last[g] > ref.max_interval * ref.tREFI]
+            if not pending:
+                break
+            for g in pending:
+                issue_ref(g, max(free[g], refs[g][-1] + ref_len[g] if refs[g] else 0, earliest_credit(g)))
+
+    done = max((p.completion for p in placed.values()), default=0)
+    return _Timeline(placed, refs, makespan(), makespan() > done)
+
+
 def decode(
     problem: SchedulingProblem, lowering: Lowering, solution: Solution, placements: bool = True, lazy: bool = False
 ) -> Compiled:
@@ -352,103 +473,15 @@ def _decode(
         for out, tin in problem.links(dep, chosen[dep.before], chosen[dep.after]):
             preds[tin].append((out, problem.lag(res_of[out], res_of[tin])))
 
-    ref = problem.refresh
-    rshift = round_shift(hw)  # a pair's odd channel refreshes this much after the even one
-    # ... in a group that holds a pair (groups hold whole pairs; an odd channel count leaves one
-    # channel without its partner)
-    gshift = {
-        g: rshift if any(c % 2 and c - 1 in groups[g].channels for c in groups[g].channels) else 0 for g in groups
-    }
-    ref_len = {g: round_cycles(hw) + gshift[g] for g in groups}  # a round keeps its group this long
-    # a round issued at cycle `at` has refreshed every bank of every channel of its group only at
-    # at + ref_lands[g]: its last REFSB (per-bank) on the pair's odd channel, which goes gshift later
-    ref_lands = {g: (ref.span if ref else 0) + gshift[g] for g in groups}
-    free = {r: 0 for r in problem.resources()}
-    free[HOST] = problem.host_release  # a LAUNCH at cycle 0 (solver/launch_chain.py)
-    refs: dict[str, list[int]] = {g: [] for g in groups}  # the REFs decode issues between tasks
-    # every REF of a group, its own and its tasks', bounded over the group's channels (whose long
-    # tasks may carry different numbers of REFs): `late` counts the REFs every channel has issued
-    # (the k-th at the latest any channel issues one), `early` those some channel has (the k-th at
-    # the earliest); `last` is the earliest any channel issued its last REF (0: the start)
-    late: dict[str, list[int]] = {g: [] for g in groups}
-    early: dict[str, list[int]] = {g: [] for g in groups}
-    last: dict[str, int] = {g: 0 for g in groups}
-    placed: dict[str, _Placed] = {}
-
-    def owed(g: str, t: int) -> int:
-        return t // ref.tREFI - len(late[g])
-
-    def issue_ref(g: str, at: int) -> None:
-        refs[g].append(at)
-        late[g].append(at + ref_lands[g])  # per-bank: the round's last REFSB
-        early[g].append(at)
-        last[g] = at
-        free[g] = at + ref_len[g]
-
-    def earliest_credit(g: str) -> int:
-        """The first cycle the group's next REF still earns credit (at most max_pulled_in ahead)."""
-        return max(0, (len(early[g]) + 1 - ref.max_pulled_in) * ref.tREFI)
-
-    for t in tasks:
-        per, dur, comp, inner = commands[t.name]
-        est = free[t.resource]
-        for p, lag in preds[t.name]:
-            if p not in placed:
-                raise DecodeError(f"task {t.name} ordered before its predecessor {p}")
-            est = max(est, placed[p].end + lag)
-        if ref and t.resource != HOST:
-            g = t.resource
-            chans = groups[g].channels
-            counts = [len(inner[c][0]) if c in inner else 0 for c in chans]
-            n_min, n_max = min(counts), max(counts)
-            late_rel = [max(inner[c][0][k] for c in chans) for k in range(n_min)]
-            early_rel = [min(inner[c][1][k] for c, n in zip(chans, counts) if n > k) for k in range(n_max)]
-            first = late_rel[0] if n_min else dur  # the task's first stretch without a REF
-            gap = ref.max_interval * ref.tREFI
-            # idle gap before the task: refresh there, due or not, as far as credit goes
-            while free[g] + ref_len[g] <= est and earliest_credit(g) <= free[g]:
-                issue_ref(g, free[g])
-
-            def short(est: int) -> bool:
-                """True if the group must refresh before a task starting at `est`."""
-                n = len(late[g])
-                if any(est + r >= (n + k + 1 + ref.max_postponed) * ref.tREFI for k, r in enumerate(late_rel)):
-                    return True
-                # ... or end owing so many that the round after it (at est + dur at the earliest)
-                # lands on some channel after the next one falls due (a pair's odd channel, the
-                # last REFSB of a per-bank round)
-                if (est + dur + ref_lands[g]) // ref.tREFI - (n + n_min) > ref.max_postponed:
-                    return True
-                return est + first - last[g] > gap
-
-            while short(est):
-                issue_ref(g, max(free[g], earliest_credit(g)))
-                est = max(est, free[g])
-            # the task's own REFs must earn credit too
-            for k, r in enumerate(early_rel):
-                est = max(est, (len(early[g]) + k + 1 - ref.max_pulled_in) * ref.tREFI - r)
-            late[g].extend(est + r for r in late_rel)
-            early[g].extend(est + r for r in early_rel)
-            if n_min:
-                last[g] = est + min(inner[c][1][-1] for c in chans)
-        placed[t.name] = _Placed(t.name, t.resource, est, est + dur, est + comp, per)
-        free[t.resource] = est + dur
-
-    def makespan() -> int:
-        last_done = max((p.completion for p in placed.values()), default=0)
-        for g, rs in refs.items():
-            if rs:
-                last_done = max(last_done, rs[-1] + ref_len[g])
-        return last_done
-
-    if ref:
-        while True:
-            T = makespan()
-            pending = [g for g in groups if owed(g, T) > 0 or T - last[g] > ref.max_interval * ref.tREFI]
-            if not pending:
-                break
-            for g in pending:
-                issue_ref(g, max(free[g], refs[g][-1] + ref_len[g] if refs[g] else 0, earliest_credit(g)))
+    timeline = _timeline(hw, problem, groups, tasks, preds, commands, 0)
+    if timeline.end_refreshes:  # owed REFs after the last task set the end: let idle gaps take more
+        ref_len = round_cycles(hw)
+        for overhang in (ref_len // 4, ref_len // 2, ref_len):
+            other = _timeline(hw, problem, groups, tasks, preds, commands, overhang)
+            if other.makespan < timeline.makespan:
+                timeline = other
+    placed, refs = timeline.placed, timeline.refs
+    rshift = round_shift(hw)
 
     # ---- streams ----------------------------------------------------------------------------------
     def channels_of(resource: str) -> list[int]:
@@ -470,4 +503,4 @@ def _decode(
         launch=problem.host_release > 0,
     )
     streams = StreamSet(hw.name, ISA_VERSION, sym.names, stream_channels, stream_host, placements)
-    return Compiled(streams, makespan(), {p.task: p.start for p in placed.values()}, refs, used)
+    return Compiled(streams, timeline.makespan, {p.task: p.start for p in placed.values()}, refs, used)

@@ -176,7 +176,8 @@ def test_micro_batches_win_where_the_host_works_between_the_gemvs():
     """GPT-2 small, one layer, batch 4, 16 hbm2-pim channels, with a host of 4 elements per cycle
     (a what-if: the preset's is 16): one micro-batch's norms, GELU and residuals run while the
     units do the other's GEMVs. CP-SAT with micro-batches against without (`--without
-    micro-batch`): 81,154 against 94,146 cycles (-13.8 %), simulated as predicted."""
+    micro-batch`): 80,761 against 94,146 cycles (-14.2 %; 81,154 before idle gaps took the REFs
+    the end would pay), simulated as predicted."""
     sets = ["organization.channels=16", "host.vector_elements_per_cycle=4"]
     inst = _instance(GPT2_B4, sets=sets)
     opts = SolveOptions(method="cpsat", functional=False, record=False, workers=1)
@@ -185,7 +186,7 @@ def test_micro_batches_win_where_the_host_works_between_the_gemvs():
     chosen = [m for j, name in r.solution.modes.items() for m in r.problem.job(j).modes if m.name == name]
     assert sum(micro_batch_count(m) > 0 for m in chosen) >= 5
     assert r.sim.cycles == r.compiled.predicted_cycles and plain.sim.cycles == plain.compiled.predicted_cycles
-    assert (r.sim.cycles, plain.sim.cycles) == (81154, 94146)
+    assert (r.sim.cycles, plain.sim.cycles) == (80761, 94146)
     assert r.bounds.hardware.cycles <= r.sim.cycles
 
 
