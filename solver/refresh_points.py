@@ -154,8 +154,8 @@ def loads_stop_macs(hw: Hardware) -> bool:
 
 
 _CODE = {"RDACC": 1, "ACT": 2, "PRE": 3, "WRGB": 4}  # what `_placed` looks at
-# how far (cycles of the task without REFs) a REF block may move past its rule's point to reach
-# a buffer load, as a share of tREFI (`_at_loads`)
+# a REF block may move past its rule's point to a buffer load at most tREFI / LOAD_WINDOW cycles
+# (of the task's timing without REFs) later (`_at_loads`)
 LOAD_WINDOW = 4
 
 
@@ -208,10 +208,16 @@ def _at_loads(points: list[int], codes: np.ndarray, timing, trefi: int) -> list[
         nxt = points[p + 1] if p + 1 < len(points) else n
         s = int(np.searchsorted(loads, i))
         j = int(loads[s]) if s < len(loads) else n
-        if j < nxt and issue[j] - issue[i] <= trefi // LOAD_WINDOW and timing.duration - issue[j] > trefi:
-            e = j
-            while e < n and codes[e] == _CODE["WRGB"]:
-                e += 1
+        e = j
+        while e < n and codes[e] == _CODE["WRGB"]:
+            e += 1
+        # (not before an RDACC: the block's ACTs would open its bank just before a column read of it)
+        if (
+            j < nxt
+            and issue[j] - issue[i] <= trefi // LOAD_WINDOW
+            and timing.duration - issue[j] > trefi
+            and (e == n or codes[e] != _CODE["RDACC"])
+        ):
             out.append((j, e))
         else:
             out.append((i, i))
@@ -247,9 +253,9 @@ def _placed(seq: list[Instruction], timing, trefi: int, block: int, at_loads: bo
 def _placed_by_loop(
     seq: list[Instruction], timing, trefi: int, block: int, nb: int, spread: bool, at_loads: bool = True
 ) -> list[Instruction]:
-    """`with_refresh`'s placement, instruction by instruction (per-bank refresh; all-bank too,
-    which `_placed` does faster: there each REF block moves to a buffer load that follows its
-    point, `_at_loads`, and its PRE goes before the load's WRGBs, its REF and ACTs after)."""
+    """`with_refresh`'s placement, instruction by instruction: per-bank refresh, and all-bank,
+    where each REF block moves to the buffer load after its point if `at_loads` (`_loop_loads`:
+    its PRE before the load's WRGBs, its REF and ACTs after them), which `_placed` does faster."""
     out: list[Instruction] = []
     open_rows: dict[int, int] = {}  # bank -> open row
     pending: list[int] = []  # per-bank: closed banks still owed their refresh of this round
