@@ -46,9 +46,10 @@ accumulators start c lifetimes, which opens at most A m + c (B - m) pairs (the n
 every content, the old ones with the new contents). An RDACC command clears at most
 C = min(A, burst_bytes / 4) accumulators of one unit (it moves ceil(4 count / burst_bytes)
 bursts, one command each), so a gap with a RDACC commands opens at most
-P A m + (B - m) min(a C, P A) pairs over the channel's P units. It costs at least the least sum,
-over the orders of its commands, of the rows between consecutive ones (MAC -> first, each next,
-last -> MAC), less s (`gap_costs`; each row holds whatever lies between). A channel whose units do
+P A m + (B - m) min(a C, P A) pairs over the channel's P units. It costs at least the least,
+over the orders of its commands, of the cycles from MAC to MAC that the rows between every two
+of them (MAC -> each, each -> each later one, each -> MAC) and the bus's one command per cycle
+force, less s (`gap_costs`). A channel whose units do
 U_c MACs then pays at least (U_c - P A B) x rho beyond the MAC spacing, rho the least cost per
 opened pair over every (w, a): E_gap = rho x P A B per A x B MACs of a unit, as if each phase
 cost E_gap (`boundary_cost`; a gap opens at most P A B pairs, so a REF hides at most one E_gap, as
@@ -244,8 +245,8 @@ def link_read_spacing(hw: Hardware) -> int:
 
 @dataclass(frozen=True)
 class GapTurns:
-    """The table's least cycles between consecutive commands of a phase boundary (WRGB loads,
-    RDACC read-outs) and the MACs around it, whatever their banks (module docstring)."""
+    """The table's least cycles between two commands of a phase boundary (WRGB loads, RDACC
+    read-outs) and the MACs around it, whatever their banks (module docstring)."""
 
     to_load: int  # MAC -> WRGB
     load_spacing: int  # WRGB -> WRGB
