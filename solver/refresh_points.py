@@ -233,13 +233,12 @@ def _placed(seq: list[Instruction], timing, trefi: int, block: int, at_loads: bo
     points = _points(codes, timing, trefi, block)
     if not points:
         return seq
-    if not at_loads:
-        codes = np.where(codes == _CODE["WRGB"], 0, codes).astype(np.int8)
+    blocks = _at_loads(points, codes, timing, trefi) if at_loads else [(i, i) for i in points]
     rowcmds = np.flatnonzero((codes == _CODE["ACT"]) | (codes == _CODE["PRE"])).tolist()
     out: list[Instruction] = []
     open_rows: dict[int, int] = {}  # bank -> open row
     at, r = 0, 0
-    for i, e in _at_loads(points, codes, timing, trefi):
+    for i, e in blocks:
         while r < len(rowcmds) and rowcmds[r] < i:
             _track(open_rows, seq[rowcmds[r]])
             r += 1
