@@ -172,10 +172,10 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
 
 
 # A task whose REF blocks could drift more than DRIFT_LIMIT tREFI from k x tREFI, were each off
-# by MAX_ERROR of the estimate (measured: 4-19 %, hbm2-pim and fpga-proto, all-bank and per-bank),
-# has the cost of its first
-# SAMPLE_BLOCKS measured (a prefix timed) and its drift kept within DRIFT_LIMIT tREFI
-# (`with_refresh`): half of JEDEC's 8 pulled in or postponed, the rest for the decoder.
+# by MAX_ERROR of the estimate (measured: 4-19 %, hbm2-pim and fpga-proto, all-bank and
+# per-bank), has the cost of its first SAMPLE_BLOCKS measured (a prefix timed) and its drift kept
+# within DRIFT_LIMIT tREFI (`with_refresh`): half of JEDEC's 8 pulled in or postponed, the rest
+# for the decoder.
 MAX_ERROR = 0.5
 SAMPLE_BLOCKS = 32
 DRIFT_LIMIT = 4
@@ -197,13 +197,6 @@ def _added_per_block(hw: Hardware, seq, timing, out: list[Instruction], marks: l
         prefix.append(make("PRE", mask=sum(1 << b for b in open_rows)))
     shift = int(time_task(hw, prefix).issue[end]) - int(timing.issue[orig])
     return max(0.0, shift / len(marks))
-
-
-def _blocks(hw: Hardware, seq: list[Instruction]) -> int:
-    """The refresh blocks in `seq`: its REFs (all-bank) or rounds of REFSBs (per-bank)."""
-    if per_bank(hw):
-        return sum(ins.op == "REFSB" for ins in seq) // hw.organization.banks_per_channel
-    return sum(ins.op == "REF" for ins in seq)
 
 
 def loads_stop_macs(hw: Hardware) -> bool:
