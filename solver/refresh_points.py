@@ -16,8 +16,9 @@ and counts them like its own.
 
 The points take every block to add an estimate (tRP + tRFC + tRCDMAC); where the blocks add
 less or more, the k-th REF drifts from k x tREFI by the error times k. In a task of many blocks
-the drift is measured (the first blocks' cost, a prefix of the task timed) and kept within
-DRIFT_LIMIT tREFI, half of what JEDEC allows pulled in or postponed (`with_refresh`).
+the drift is measured (the first blocks' cost, a prefix of the task timed) and kept to about
+DRIFT_LIMIT tREFI, half of what JEDEC allows pulled in or postponed (`with_refresh`; the mean of
+the first blocks stands for all, so the rest may differ a little: the tests check 5 tREFI).
 
 Per-bank refresh (timing.refresh_mode = per_bank: REFSB refreshes one bank while the others
 work). Between tasks the decoder issues a *round*, one refresh of every bank: an all-bank REF, or
@@ -164,7 +165,7 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     # one-channel GEMV 2048 x 4096 at batch 16: 27 cycles a block, 78,000 over 2,900 REFs, a
     # program the simulator rejected). So the drift is kept within DRIFT_LIMIT tREFI: placed
     # again with a block cost that leaves that much, from the mean the first blocks added.
-    added = _added_per_block(hw, seq, timing, out, marks[:SAMPLE_BLOCKS])
+    added = _added_per_block(hw, timing, out, marks[:SAMPLE_BLOCKS])
     limit = DRIFT_LIMIT * trefi / len(marks)  # per block
     if abs(block - added) <= limit:
         return out
@@ -181,8 +182,8 @@ SAMPLE_BLOCKS = 32
 DRIFT_LIMIT = 4
 
 
-def _added_per_block(hw: Hardware, seq, timing, out: list[Instruction], marks: list[tuple[int, int]]) -> float:
-    """The mean cycles the first blocks of `out` added: how much later than in `timing` (`seq`
+def _added_per_block(hw: Hardware, timing, out: list[Instruction], marks: list[tuple[int, int]]) -> float:
+    """The mean cycles the first blocks of `out` added: how much later than in `timing` (the task
     without them) the first instruction after the last of them issues, per block. `marks`: (index
     in `out`, index in `seq`) of the first instruction after each block. The prefix of `out` up to
     that instruction is timed, its open banks precharged at its end."""
