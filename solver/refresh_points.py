@@ -163,7 +163,7 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
     # (at a load) and the decoder needs fewer between tasks, so some is worth keeping; but past
     # the pull-in rule the decoder can only start the task late, idle and owing REFs (hbm2-pim, a
     # one-channel GEMV 2048 x 4096 at batch 16: 27 cycles a block, 78,000 over 2,900 REFs, a
-    # program the simulator rejected). So the drift is kept within DRIFT_LIMIT tREFI: placed
+    # program the simulator rejected). So the drift is kept to about DRIFT_LIMIT tREFI: placed
     # again with a block cost that leaves that much, from the mean the first blocks added.
     added = _added_per_block(hw, timing, out, marks[:SAMPLE_BLOCKS])
     limit = DRIFT_LIMIT * trefi / len(marks)  # per block
@@ -175,7 +175,7 @@ def with_refresh(hw: Hardware, seq: list[Instruction]) -> list[Instruction]:
 # A task whose REF blocks could drift more than DRIFT_LIMIT tREFI from k x tREFI, were each off
 # by MAX_ERROR of the estimate (measured: 4-19 %, hbm2-pim and fpga-proto, all-bank and
 # per-bank), has the cost of its first SAMPLE_BLOCKS measured (a prefix timed) and its drift kept
-# within DRIFT_LIMIT tREFI (`with_refresh`): half of JEDEC's 8 pulled in or postponed, the rest
+# to about DRIFT_LIMIT tREFI (`with_refresh`): half of JEDEC's 8 pulled in or postponed, the rest
 # for the decoder.
 MAX_ERROR = 0.5
 SAMPLE_BLOCKS = 32
@@ -185,7 +185,7 @@ DRIFT_LIMIT = 4
 def _added_per_block(hw: Hardware, timing, out: list[Instruction], marks: list[tuple[int, int]]) -> float:
     """The mean cycles the first blocks of `out` added: how much later than in `timing` (the task
     without them) the first instruction after the last of them issues, per block. `marks`: (index
-    in `out`, index in `seq`) of the first instruction after each block. The prefix of `out` up to
+    in `out`, index in the task without them) of the first instruction after each block. The prefix of `out` up to
     that instruction is timed, its open banks precharged at its end."""
     from .task_timing import time_task
 
