@@ -147,7 +147,8 @@ def row_switch_cycles(hw: Hardware) -> int:
 class OpWork:
     """Cycles one op costs: on every channel if it runs in memory (`pim`, row changes included),
     or on every channel's link plus the host matrix unit if the host runs it (`link`, `host`;
-    `host` is None when the op has no host alternative)."""
+    `host` is None when the op has no host alternative; without the launch, which the host's own
+    busy cycles count once)."""
 
     pim: float
     link: float
@@ -180,7 +181,9 @@ def op_work(hw: Hardware, program: Program, gaps: PhaseGaps | None = None, share
         rows_per_unit = bursts / pus / hw.organization.columns
         pim = bursts * mv_shape(program, op.name).vectors / pus * per_mac + max(0.0, rows_per_unit - 1) * switch
         if op.kind.value == "gemv":
-            out.append(OpWork(pim, reads * bursts / chans * read_spacing, float(host_op_cycles(hw, program, i))))
+            # the host's GEMM without a launch: the program's one launch is in the host's own busy
+            # cycles already (host_busy_cycles), and a chained HMV or HOP pays none
+            out.append(OpWork(pim, reads * bursts / chans * read_spacing, float(_host_compute(hw, program, i))))
         else:
             out.append(OpWork(pim, pim, None))
     return out
