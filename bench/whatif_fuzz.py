@@ -1,0 +1,171 @@
+"""Constrained-random what-ifs: random programs on every preset under random hardware overrides,
+every method, each checked against the verdicts pimsat promises.
+
+    .venv/bin/python bench/whatif_fuzz.py [--seed S] [--count N] [--size small|large] [--time-limit T]
+
+Case `s` is drawn from `random.Random(s)` alone, so a failing case is replayed with
+`--seed s --count 1` (the line printed names its program and overrides, to copy into an
+instance file). Per case: a program (a gemv, an attention step or a tiny model layer stack), a
+preset, a channel count (`--size large`: the presets' channels cut to 1-16, programs up to
+4096 x 4096, at most 2^21 weight elements x vectors per
+channel, and a context of 1,100; `small`: 2-4 channels and fewer rows, programs a functional
+run checks in a second) and up to three overrides of timing, refresh, host, buffer, accumulator,
+write path and command bus. Every method compiles it and the simulator runs it; checked:
+
+  sim        simulated cycles = predicted, 0 violations (the simulator raises on one);
+  bound      the hardware bound is not above the program;
+  values     outputs within the reference's tolerance and equal to the bit-true model (where
+             the program is small enough to run functionally);
+  model      a cpsat program decodes no slower than the model's objective;
+  order      cpsat <= greedy <= naive.
+
+An instance the hardware cannot hold (pimsat's InfeasibleError, exit 2 in the CLI) is counted as
+such, not as a failure; any other exception is a failure. Exit status 1 if any case failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import Counter
+
+from pimsat.instance import Instance
+from pimsat.pipeline import InfeasibleError, SolveOptions, run
+
+PRESETS = ("hbm2-pim", "gddr6-aim", "hbm3-pim", "fpga-proto")
+SMALL_ORG = {
+    "hbm2-pim": ["organization.rows=512"],
+    "gddr6-aim": ["organization.rows=256"],
+    "hbm3-pim": ["organization.rows=256"],
+    "fpga-proto": [],
+}
+OVERRIDES = (
+    "timing.params.tREFI=700",
+    "timing.params.tREFI=1950",
+    "timing.refresh_mode=per_bank",
+    "timing.params.tRP=40",
+    "timing.params.tRCDRD=30",
+    "timing.params.tRC=120",
+    "timing.params.tFAW=60",
+    "timing.params.tMACL=2",
+    "timing.params.tMAC=8",
+    "host.sync_cycles=5",
+    "host.sync_cycles=400",
+    "host.dispatch_cycles=0",
+    "host.dispatch_cycles=1500",
+    "host.persistent_kernel=false",
+    "host.matrix_macs_per_cycle=16",
+    "host.matrix_macs_per_cycle=8192",
+    "host.vector_elements_per_cycle=2",
+    "host.vector_elements_per_cycle=512",
+    "host.link_bytes_per_cycle=2",
+    "host.link_bytes_per_cycle=64",
+    "pim.global_buffer_bytes=64",
+    "pim.global_buffer_bytes=4096",
+    "pim.acc_registers=1",
+    "pim.acc_registers=64",
+    "pim.gb_write_path=dedicated",
+    "pim.gb_write_path=data_bus",
+    "organization.command_bus=per_channel",
+    "organization.command_bus=shared_pair",
+)
+METHODS = ("naive", "greedy", "cpsat")
+MAX_WORK = 1 << 21  # a large gemv's weight elements x vectors per channel
+
+
+def draw(seed: int, size: str) -> tuple[dict, str, list[str]]:
+    """Case `seed`: its program, preset and overrides."""
+    rng = random.Random(seed)
+    preset = rng.choice(PRESETS)
+    large = size == "large"
+    channels = 2 if preset == "fpga-proto" else rng.choice([1, 2, 4, 8, 16] if large else [2, 4])
+    sets = [] if preset == "fpga-proto" else [f"organization.channels={channels}"]
+    if not large:
+        sets += SMALL_ORG[preset]
+    sets += rng.sample(OVERRIDES, rng.randint(0, 3))
+    r = rng.random()
+    if r < 0.3 and preset != "fpga-proto":  # (a tiny model's weights do not fit the fpga board)
+        program = {
+            "kind": "model",
+            "preset": rng.choice(["tiny-llama", "tiny-gpt2"]),
+            "batch": rng.choice([1, 2, 4, 8] if large else [1, 2, 4]),
+            "context": rng.randint(1, 60 if large else 20),
+        }
+    elif r < 0.65:
+        dims = [1, 7, 256, 1000, 2048, 4096] if large else [1, 16, 64, 100, 256]
+        while True:  # at most MAX_WORK weight elements x vectors per channel: seconds, not minutes
+            n, k = rng.choice(dims), rng.choice([1, 33, 512, 1024, 4096] if large else [1, 16, 96, 128, 200])
+            batch = rng.choice([1, 2, 3, 4, 8, 16] if large else [1, 2, 4, 5])
+            if n * k * batch <= MAX_WORK * channels:
+                break
+        program = {"kind": "gemv", "n": n, "k": k, "batch": batch, "bias": rng.random() < 0.5}
+    else:
+        kv, group = rng.choice([1, 2, 4, 8] if large else [1, 2]), rng.choice([1, 2, 4])
+        program = {
+            "kind": "attention",
+            "heads": kv * group,
+            "kv_heads": kv,
+            "head_dim": rng.choice([16, 64, 128] if large else [16, 32, 64]),
+            "context": rng.randint(0, 1100 if large else 200),
+            "batch": rng.choice([1, 2, 4]),
+        }
+    return program, preset, sets
+
+
+def check(inst: Instance, time_limit: float) -> tuple[dict[str, int], list[str]]:
+    """Every method's cycles and what failed."""
+    cycles, failed = {}, []
+    for method in METHODS:
+        r = run(inst, SolveOptions(method=method, time_limit=time_limit, groups=2))
+        predicted, simulated = r.compiled.predicted_cycles, int(r.sim.cycles)
+        if simulated != predicted:
+            failed.append(f"sim: {method} simulated {simulated}, predicted {predicted}")
+        if r.bounds.cycles > simulated:
+            failed.append(f"bound: {method} bound {r.bounds.cycles} above the program's {simulated}")
+        if r.outputs_match is False or r.bit_exact is False:
+            failed.append(f"values: {method} outputs_match {r.outputs_match}, bit_exact {r.bit_exact}")
+        if method == "cpsat" and r.solution.objective is not None and predicted > r.solution.objective:
+            failed.append(f"model: decoded {predicted} > model objective {r.solution.objective}")
+        cycles[method] = simulated
+    if not cycles["cpsat"] <= cycles["greedy"] <= cycles["naive"]:
+        failed.append(f"order: {cycles}")
+    return cycles, failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, default=0, help="first case")
+    ap.add_argument("--count", type=int, default=50, help="cases")
+    ap.add_argument("--size", choices=("small", "large"), default="small")
+    ap.add_argument("--time-limit", type=float, default=20.0, help="CP-SAT wall-clock guard (s)")
+    args = ap.parse_args(argv)
+    tally: Counter[str] = Counter()
+    t0 = time.perf_counter()
+    for seed in range(args.seed, args.seed + args.count):
+        program, preset, sets = draw(seed, args.size)
+        inst = Instance(name=f"whatif-{seed}", program=program, hardware={"preset": preset, "set": sets})
+        what = f"program: {json.dumps(program)} on {preset}, set: {json.dumps(sets)}"
+        try:
+            cycles, failed = check(inst, args.time_limit)
+        except InfeasibleError as e:
+            tally["does not fit"] += 1
+            print(f"{seed}: does not fit: {str(e).splitlines()[0][:160]}", flush=True)
+            continue
+        except Exception as e:  # noqa: BLE001 - every other exception is a finding
+            cycles, failed = {}, [f"exception: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"]
+        tally["failed" if failed else "passed"] += 1
+        status = "FAILED " + "; ".join(failed) if failed else "ok " + " ".join(f"{m} {c}" for m, c in cycles.items())
+        print(f"{seed}: {status} | {what}", flush=True)
+    print(
+        f"{args.count} cases ({args.size}, seeds {args.seed}..{args.seed + args.count - 1}): "
+        f"{tally['passed']} passed, {tally['failed']} failed, {tally['does not fit']} do not fit "
+        f"({time.perf_counter() - t0:.0f} s)"
+    )
+    return 1 if tally["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
