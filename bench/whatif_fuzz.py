@@ -16,8 +16,11 @@ write path and command bus. Every method compiles it and the simulator runs it; 
   bound      the hardware bound is not above the program;
   values     outputs within the reference's tolerance and equal to the bit-true model (where
              the program is small enough to run functionally);
-  model      a cpsat program decodes no slower than the model's objective;
-  order      cpsat <= greedy <= naive.
+  order      cpsat <= greedy <= naive;
+  (note)     a cpsat program that decodes slower than the model's objective: the model lumps
+             refresh per round, the decoder places exact REFs (a REF in an idle gap may make the
+             next task wait a few cycles); the report gives the difference
+             (decode_minus_model_cycles) and the status FEASIBLE, so it is noted, not failed.
 
 An instance the hardware cannot hold (pimsat's InfeasibleError, exit 2 in the CLI) is counted as
 such, not as a failure; any other exception is a failure. Exit status 1 if any case failed.
@@ -115,9 +118,9 @@ def draw(seed: int, size: str) -> tuple[dict, str, list[str]]:
     return program, preset, sets
 
 
-def check(inst: Instance, time_limit: float) -> tuple[dict[str, int], list[str]]:
-    """Every method's cycles and what failed."""
-    cycles, failed = {}, []
+def check(inst: Instance, time_limit: float) -> tuple[dict[str, int], list[str], list[str]]:
+    """Every method's cycles, what failed and what to note."""
+    cycles, failed, notes = {}, [], []
     for method in METHODS:
         r = run(inst, SolveOptions(method=method, time_limit=time_limit, groups=2))
         predicted, simulated = r.compiled.predicted_cycles, int(r.sim.cycles)
@@ -128,11 +131,14 @@ def check(inst: Instance, time_limit: float) -> tuple[dict[str, int], list[str]]
         if r.outputs_match is False or r.bit_exact is False:
             failed.append(f"values: {method} outputs_match {r.outputs_match}, bit_exact {r.bit_exact}")
         if method == "cpsat" and r.solution.objective is not None and predicted > r.solution.objective:
-            failed.append(f"model: decoded {predicted} > model objective {r.solution.objective}")
+            # the model lumps refresh per round; the decoder's exact REFs may cost more, which the
+            # report gives as decode_minus_model_cycles and a FEASIBLE status: a note, not a failure
+            model = int(r.solution.objective)
+            notes.append(f"model: decoded {predicted} = model objective {model} + {predicted - model}")
         cycles[method] = simulated
     if not cycles["cpsat"] <= cycles["greedy"] <= cycles["naive"]:
         failed.append(f"order: {cycles}")
-    return cycles, failed
+    return cycles, failed, notes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,19 +155,26 @@ def main(argv: list[str] | None = None) -> int:
         inst = Instance(name=f"whatif-{seed}", program=program, hardware={"preset": preset, "set": sets})
         what = f"program: {json.dumps(program)} on {preset}, set: {json.dumps(sets)}"
         try:
-            cycles, failed = check(inst, args.time_limit)
+            cycles, failed, notes = check(inst, args.time_limit)
         except InfeasibleError as e:
             tally["does not fit"] += 1
             print(f"{seed}: does not fit: {str(e).splitlines()[0][:160]}", flush=True)
             continue
         except Exception as e:  # noqa: BLE001 - every other exception is a finding
-            cycles, failed = {}, [f"exception: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"]
+            cycles, notes, failed = (
+                {},
+                [],
+                [f"exception: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"],
+            )
         tally["failed" if failed else "passed"] += 1
+        tally["noted"] += bool(notes)
         status = "FAILED " + "; ".join(failed) if failed else "ok " + " ".join(f"{m} {c}" for m, c in cycles.items())
+        status += "".join(f" (note: {n})" for n in notes)
         print(f"{seed}: {status} | {what}", flush=True)
     print(
         f"{args.count} cases ({args.size}, seeds {args.seed}..{args.seed + args.count - 1}): "
-        f"{tally['passed']} passed, {tally['failed']} failed, {tally['does not fit']} do not fit "
+        f"{tally['passed']} passed ({tally['noted']} with a note), {tally['failed']} failed, "
+        f"{tally['does not fit']} do not fit "
         f"({time.perf_counter() - t0:.0f} s)"
     )
     return 1 if tally["failed"] else 0

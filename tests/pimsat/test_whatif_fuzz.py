@@ -26,7 +26,7 @@ def test_the_checks_pass_on_a_host_split_and_a_run_of_cases(capsys):
         program={"kind": "gemv", "n": 100, "k": 128, "batch": 2, "bias": True},
         hardware={"preset": "fpga-proto", "set": ["host.dispatch_cycles=900"]},
     )
-    cycles, failed = check(inst, time_limit=5.0)
+    cycles, failed, _notes = check(inst, time_limit=5.0)
     assert failed == [] and cycles["cpsat"] <= cycles["greedy"] <= cycles["naive"], (cycles, failed)
     assert main(["--seed", "3", "--count", "3", "--time-limit", "5"]) == 0
     assert "3 cases (small, seeds 3..5)" in capsys.readouterr().out
