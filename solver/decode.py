@@ -323,7 +323,16 @@ def _timeline(hw, problem: SchedulingProblem, groups, tasks, preds, commands, ov
                     return True
                 return est + first - last[g] > gap
 
+            before = len(refs[g])
             while short(est):
+                if len(refs[g]) - before > ref.max_postponed + ref.max_pulled_in + 1:
+                    # more REFs than any legal start needs: no start is legal (a task stretch
+                    # without REFs longer than the rules allow); a lowering bug, not a hang
+                    raise DecodeError(
+                        f"task {t.name} on {g} ({dur:,} cycles, {n_min} REFs of its own, the first after "
+                        f"{first:,}) cannot start under the refresh rules (tREFI {ref.tREFI:,}, at most "
+                        f"{ref.max_postponed} owed, {ref.max_interval} x tREFI between two REFs)"
+                    )
                 issue_ref(g, max(free[g], earliest_credit(g)))
                 est = max(est, free[g])
             # the task's own REFs must earn credit too

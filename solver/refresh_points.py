@@ -52,19 +52,17 @@ def _field(ins: Instruction, name: str) -> int:
 
 
 _OP = attrgetter("op")
-_COUNT = {op: ISA.by_mnemonic(op).field_names.index("count") for op in ("MAC", "RD", "WR", "WRGB")}
+_COUNT = {op: ISA.by_mnemonic(op).field_names.index("count") for op in ("MAC", "RD", "WR", "WRGB", "RDACC")}
 
 
 def _estimate(hw: Hardware, seq: list[Instruction], enough: int | None = None) -> int:
-    """A quick lower estimate of the sequence's duration (bursts at their sweep spacing); with
-    `enough`, the count stops once it reaches that (the caller only compares it with `enough`)."""
+    """A quick lower estimate of the sequence's duration (bursts at their sweep spacing, a
+    read-out's bursts over the link as a read's); with `enough`, the count stops once it reaches
+    that (the caller only compares it with `enough`)."""
     t = hw.timing
-    per = {
-        "MAC": hw.mac_interval,
-        "RD": max(t.p("tCCD_S"), hw.link_cycles),
-        "WR": max(t.p("tCCD_S"), hw.link_cycles),
-        "WRGB": max(t.p("tCCD_S"), hw.link_cycles),
-    }
+    link = max(t.p("tCCD_S"), hw.link_cycles)
+    per = {"MAC": hw.mac_interval, "RD": link, "WR": link, "WRGB": link}
+    accs_per_burst = hw.organization.burst_bytes // 4  # an RDACC moves ceil(4 x count / burst_bytes) bursts
     # the cost by instruction object: emitters hand out one object per distinct command (alive in
     # `seq`, so the ids are distinct), so most lookups hit
     cost: dict[int, int] = {}
@@ -73,7 +71,13 @@ def _estimate(hw: Hardware, seq: list[Instruction], enough: int | None = None) -
         c = cost.get(id(ins))
         if c is None:
             k = _COUNT.get(ins.op)
-            c = cost[id(ins)] = 1 if k is None else per[ins.op] * ins.args[k]
+            if k is None:
+                c = 1
+            elif ins.op == "RDACC":
+                c = link * -(-ins.args[k] // accs_per_burst)
+            else:
+                c = per[ins.op] * ins.args[k]
+            cost[id(ins)] = c
         total += c
         if enough is not None and total >= enough:
             break

@@ -199,3 +199,41 @@ def test_idle_gaps_take_the_refs_the_end_would_pay(monkeypatch):
     gap, pulled, owed = _refresh_figures(r.sim.log, int(r.sim.cycles), tREFI)
     assert gap <= 9 and pulled <= 8 and owed <= 8
     assert check_log(r.sim.log, r.hardware) == []
+
+
+# one accumulator and a link of 2 B a cycle: a read-out (RDACC) after every MAC sweep, each burst 16
+# cycles over the link, so the read-outs take most of the scores task's 42,531 cycles (13 tREFI)
+SLOW_READ_OUTS = Instance(
+    name="slow-read-outs",
+    program={"kind": "attention", "heads": 8, "kv_heads": 8, "head_dim": 64, "context": 612, "batch": 4},
+    hardware={
+        "preset": "gddr6-aim",
+        "set": ["organization.channels=8", "pim.acc_registers=1", "host.link_bytes_per_cycle=2"],
+    },
+)
+
+
+def test_a_task_of_read_outs_over_a_slow_link_carries_its_refs():
+    """The long-task estimate (solver/refresh_points._estimate) counted an RDACC as one cycle, so
+    this scores task got no REFs of its own and decode issued REFs in front of it without end
+    (memory to the OOM killer; found by bench/whatif_fuzz.py). It now counts a read-out's bursts
+    over the link."""
+    r = run(SLOW_READ_OUTS, SolveOptions(method="naive", groups=2, functional=False, record=True))
+    assert r.sim.cycles == r.compiled.predicted_cycles
+    gap, pulled, owed = _refresh_figures(r.sim.log, int(r.sim.cycles), r.hardware.timing.p("tREFI"))
+    assert gap <= 9 and pulled <= 8 and owed <= 8, (gap, pulled, owed)
+    assert check_log(r.sim.log, r.hardware) == []
+
+
+def test_a_task_no_start_can_refresh_around_is_a_decode_error(monkeypatch):
+    """A task that runs longer than the refresh rules allow without a REF of its own (a lowering
+    that left its REFs out) cannot start anywhere: decode says so instead of issuing REFs before
+    it forever."""
+    import solver.emit_mv as emit_mv
+    from pimsat.pipeline import LoweringCache
+    from solver.assemble import DecodeError
+
+    monkeypatch.setattr(emit_mv, "with_refresh", lambda hw, seq: seq)
+    with pytest.raises(DecodeError, match=r"scores.*cannot start under the refresh rules \(tREFI 3,333"):
+        # (a cache of its own: not a lowering with REFs another test made)
+        run(SLOW_READ_OUTS, SolveOptions(method="naive", groups=2, functional=False), cache=LoweringCache())
