@@ -84,15 +84,17 @@ class RunResult:
 
 
 def solve(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solution, list[Solution]]:
-    """The method's solution, and for cpsat also the greedy hint (the decoder keeps whichever
-    program is faster: on a timeout or a model/refresh mismatch the best valid program wins)."""
-    from solver.heuristics import solve_greedy, solve_naive
+    """The method's solution and the alternatives the decoder also times, keeping the fastest
+    program (on a timeout or a model/refresh mismatch the best valid program wins): greedy's
+    other candidate schedules, and for cpsat the greedy hint and those. So the decoded program of
+    cpsat is never slower than greedy's."""
+    from solver.heuristics import greedy_schedules, solve_naive
 
     if opts.method == Method.NAIVE:
         return solve_naive(problem), []
-    greedy = solve_greedy(problem)
+    greedy, *others = greedy_schedules(problem)  # the model leaves refresh out: the decoder ranks them
     if opts.method == Method.GREEDY or greedy.status == Status.INFEASIBLE:
-        return greedy, []
+        return greedy, others
     from solver.cpsat import solve_cpsat
 
     cp = solve_cpsat(
@@ -104,7 +106,7 @@ def solve(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solution, lis
         progress=opts.progress,
         deterministic_time=opts.deterministic_time,
     )
-    return cp, [greedy]
+    return cp, [greedy, *others]
 
 
 def solve_layered(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solution, list[Solution]]:
@@ -278,22 +280,36 @@ def final_status(solution: Solution, predicted_cycles: int) -> Status:
 def select_program(
     problem: SchedulingProblem, lowering: Lowering, solved: Solved, *, functional: bool, lazy: bool
 ) -> Selected:
-    """Stage 3: decode the solution and keep the faster program. The alternatives are decoded
-    first and only their predicted cycles kept (one program's streams in memory at a time); the
-    rare alternative that beats the solution is decoded again (decoding is deterministic). A
-    solution the alternative beats keeps its bound but not its claim: FEASIBLE, with a note."""
+    """Stage 3: decode the solution and keep the fastest program of it and its alternatives. The
+    alternatives are decoded after it, timing only (no streams held), in order of their model end
+    (each task's start + duration, refresh left out), and only while that end is below the
+    fastest program's cycles: a decoded program never ends before its schedule's model end (the
+    decoder keeps the solution's order and only adds REFs), so the rest cannot be faster. One
+    that would decode to the program of one timed already is skipped. The rare alternative that
+    beats the solution is decoded again (decoding is deterministic). A solution the alternative
+    beats keeps its bound but not its claim: FEASIBLE, with a note."""
     solution = solved.solution
-    best_alt, best_alt_cycles = None, None
-    for alt in solved.alternatives:
-        if solution.modes and _same_program(solution, alt):
-            continue  # same modes and task order: the decoder would emit the same program
-        cycles = decode(problem, lowering, alt, placements=False, lazy=True).predicted_cycles  # no commands built
-        if best_alt_cycles is None or cycles < best_alt_cycles:
-            best_alt, best_alt_cycles = alt, cycles
     compiled = decode(problem, lowering, solution, placements=functional, lazy=lazy) if solution.modes else None
-    if best_alt is not None and (compiled is None or best_alt_cycles < compiled.predicted_cycles):
+    fastest = compiled.predicted_cycles if compiled is not None else None
+    best_alt = None
+    seen = [solution] if solution.modes else []
+    ends = _model_ends(problem, solved.alternatives)
+    for end, _k, alt in sorted((e, k, a) for k, (e, a) in enumerate(zip(ends, solved.alternatives)) if a.modes):
+        if fastest is not None and end >= fastest:
+            break
+        if any(_same_program(s, alt) for s in seen):
+            continue  # same modes and task order: the decoder would emit the same program
+        seen.append(alt)
+        cycles = decode(problem, lowering, alt, placements=False, lazy=True).predicted_cycles  # no commands built
+        if fastest is None or cycles < fastest:
+            best_alt, fastest = alt, cycles
+    if best_alt is not None:
+        same = best_alt.method == solution.method
+        hint = not same and best_alt is solved.alternatives[0]
+        what = "the greedy hint" if hint else "another greedy schedule"
+        what += f" ({best_alt.message})" if best_alt.message and not hint else ""
         note = (
-            f"the {best_alt.method} hint decodes to {best_alt_cycles:,} cycles"
+            f"{what} decodes to {fastest:,} cycles"
             + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
             + "; kept the faster program"
         )
@@ -305,13 +321,22 @@ def select_program(
             starts=best_alt.starts,
             objective=best_alt.objective,
             status=kept,
-            message=(solution.message + " " if solution.message else "") + note,
+            # (a greedy solution's own message described the schedule not kept)
+            message=(solution.message + " " if solution.message and not same else "") + note,
         )
         compiled = decode(problem, lowering, best_alt, placements=functional, lazy=lazy)
     if compiled is None:
         raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")
     solution = replace(solution, status=final_status(solution, compiled.predicted_cycles))
     return Selected(solution, compiled)
+
+
+def _model_ends(problem: SchedulingProblem, solutions: list[Solution]) -> list[int]:
+    """Each solution's model end: the latest start + duration of its tasks (refresh left out)."""
+    if not solutions:
+        return []
+    duration = {t.name: t.duration for j in problem.jobs for m in j.modes for t in m.tasks}
+    return [max((st + duration[t] for t, st in s.starts.items()), default=0) for s in solutions]
 
 
 @dataclass

@@ -295,11 +295,20 @@ def naive_modes(problem: SchedulingProblem, prefix: str = "naive") -> dict[str, 
 
 
 def solve_greedy(problem: SchedulingProblem, naive_prefix: str = "naive") -> Solution:
+    """The best of the greedy schedules by model objective (`greedy_schedules`)."""
+    return greedy_schedules(problem, naive_prefix)[0]
+
+
+def greedy_schedules(problem: SchedulingProblem, naive_prefix: str = "naive") -> list[Solution]:
+    """Every greedy candidate schedule, best model objective first (ties in the order the module
+    docstring gives). The model leaves refresh out, so the first need not decode fastest: the
+    pipeline decodes the others too and keeps the fastest program (pimsat.pipeline.select_program).
+    One Solution (INFEASIBLE or UNKNOWN) where no candidate exists."""
     t0 = time.perf_counter()
     idx = problem_index(problem)
     msg = idx.capacity_problem()
     if msg:
-        return _infeasible("greedy", msg, t0)
+        return [_infeasible("greedy", msg, t0)]
     candidates: list[Solution] = []
     a = _greedy_pass(problem, idx)
     if isinstance(a, Solution):
@@ -329,24 +338,29 @@ def solve_greedy(problem: SchedulingProblem, naive_prefix: str = "naive") -> Sol
                 candidates.append(c)
     if not candidates:
         # not a proof of infeasibility (the per-group check passed): say so
-        return Solution(
-            method=Method.GREEDY,
-            status=Status.UNKNOWN,
-            modes={},
-            starts={},
-            objective=None,
-            bound=None,
-            wall_seconds=time.perf_counter() - t0,
-            message=f"greedy found no mode choice within capacity ({a}); the "
-            "problem may still be feasible (solve_cpsat decides)",
-        )
-    best = min(candidates, key=lambda s: s.objective)
+        return [
+            Solution(
+                method=Method.GREEDY,
+                status=Status.UNKNOWN,
+                modes={},
+                starts={},
+                objective=None,
+                bound=None,
+                wall_seconds=time.perf_counter() - t0,
+                message=f"greedy found no mode choice within capacity ({a}); the "
+                "problem may still be feasible (solve_cpsat decides)",
+            )
+        ]
+    ranked = sorted(candidates, key=lambda s: s.objective)  # stable: ties keep the order above
+    if ranked[0] is b:
+        b.message = "list schedule of the naive modes (better than earliest-output-end modes)"
+    elif any(c is b for c in ranked):
+        b.message = "list schedule of the naive modes"
     wall = time.perf_counter() - t0
-    best.wall_seconds = wall
-    best.history = [(wall, best.objective, None)]
-    if best is b:
-        best.message = "list schedule of the naive modes (better than earliest-output-end modes)"
-    return best
+    for c in ranked:
+        c.wall_seconds = wall
+        c.history = [(wall, c.objective, None)]
+    return ranked
 
 
 def solve_naive(problem: SchedulingProblem, mode_name_prefix: str = "naive") -> Solution:
@@ -387,4 +401,4 @@ def solve_naive(problem: SchedulingProblem, mode_name_prefix: str = "naive") -> 
     )
 
 
-__all__ = ["solve_greedy", "solve_naive", "schedule_with_modes", "naive_modes", "Timeline", "HOST"]
+__all__ = ["solve_greedy", "greedy_schedules", "solve_naive", "schedule_with_modes", "naive_modes", "Timeline", "HOST"]
