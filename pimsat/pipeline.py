@@ -280,29 +280,37 @@ def final_status(solution: Solution, predicted_cycles: int) -> Status:
 def select_program(
     problem: SchedulingProblem, lowering: Lowering, solved: Solved, *, functional: bool, lazy: bool
 ) -> Selected:
-    """Stage 3: decode the solution and keep the fastest program of it and its alternatives. The
-    alternatives are decoded after it, timing only (no streams held), in order of their model end
-    (each task's start + duration, refresh left out), and only while that end is below the
-    fastest program's cycles: a decoded program never ends before its schedule's model end (the
-    decoder keeps the solution's order and only adds REFs), so the rest cannot be faster. One
-    that would decode to the program of one timed already is skipped. The rare alternative that
-    beats the solution is decoded again (decoding is deterministic). A solution the alternative
-    beats keeps its bound but not its claim: FEASIBLE, with a note."""
+    """Stage 3: decode the solution and keep the fastest program of it and the greedy schedules
+    (greedy's own solution and alternatives, or cpsat's). The greedy schedules are decoded
+    timing only (no streams held), in order of their model end (each task's start + duration,
+    refresh left out), while that end is below the fastest of them so far: a greedy schedule's
+    decoded program does not end before its model end (the decoder keeps its order and adds
+    REFs), so the rest would not be faster. The rule is the same for both methods whatever the
+    solution, so cpsat's program is never slower than greedy's. One that would decode to the
+    program of one timed already is skipped. The rare alternative that beats the solution is
+    decoded again (decoding is deterministic). A solution the alternative beats keeps its bound
+    but not its claim: FEASIBLE, with a note."""
     solution = solved.solution
     compiled = decode(problem, lowering, solution, placements=functional, lazy=lazy) if solution.modes else None
-    fastest = compiled.predicted_cycles if compiled is not None else None
-    best_alt = None
-    seen = [solution] if solution.modes else []
-    ends = _model_ends(problem, solved.alternatives)
-    for end, _k, alt in sorted((e, k, a) for k, (e, a) in enumerate(zip(ends, solved.alternatives)) if a.modes):
+    # the greedy schedules: greedy's solution and its alternatives, or cpsat's alternatives (the
+    # hint and the others), timed by the same rule for both methods, so cpsat <= greedy holds
+    own = solution.method == Method.GREEDY and compiled is not None
+    pool = ([solution] if own else []) + [a for a in solved.alternatives if a.modes]
+    best_alt, fastest, timed = None, None, []
+    for end, _k, alt in sorted((e, k, a) for k, (e, a) in enumerate(zip(_model_ends(problem, pool), pool))):
         if fastest is not None and end >= fastest:
             break
-        if any(_same_program(s, alt) for s in seen):
+        if any(_same_program(s, alt) for s in timed):
             continue  # same modes and task order: the decoder would emit the same program
-        seen.append(alt)
-        cycles = decode(problem, lowering, alt, placements=False, lazy=True).predicted_cycles  # no commands built
+        timed.append(alt)
+        if compiled is not None and (alt is solution or _same_program(solution, alt)):
+            cycles = compiled.predicted_cycles  # (the solution's program, decoded already)
+        else:  # no commands built
+            cycles = decode(problem, lowering, alt, placements=False, lazy=True).predicted_cycles
         if fastest is None or cycles < fastest:
             best_alt, fastest = alt, cycles
+    if best_alt is solution or (compiled is not None and fastest is not None and fastest >= compiled.predicted_cycles):
+        best_alt = None  # the solution's program is the fastest
     if best_alt is not None:
         same = best_alt.method == solution.method
         hint = not same and best_alt is solved.alternatives[0]
