@@ -142,7 +142,10 @@ def attn_context(attrs: dict, p: np.ndarray, cache: np.ndarray, e: int) -> np.nd
 # The exact check is against the bit-true model (sim/bittrue.py); the float reference (ir.reference:
 # fp32 compute, one rounding) differs from the hardware's arithmetic by its summation order and
 # roundings. One rule, used by `pimsat solve`, `pimsat simulate` and `sim.verify`: an output matches
-# when max |got - ref| <= TOLERANCE[dtype] x max(1, max |ref|); integer outputs (argmax) exactly.
+# when max |got - ref| <= TOLERANCE[dtype] x max(1, max |ref|); integer outputs exactly, but for an
+# argmax over float logits where the program is known (`pimsat solve`, `pimsat simulate`): there
+# each index must be one whose reference logit is within the logits' tolerance of the row's
+# maximum (`argmax_within_tolerance`), as two logits nearer than that may rank either way.
 TOLERANCE = {"fp16": 2e-2, "bf16": 6e-2, "fp32": 1e-4, "int32": 0.0}
 
 
@@ -163,3 +166,23 @@ def within_tolerance(
         return err == 0.0, err
     scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
     return err <= tol * scale, err
+
+
+def argmax_within_tolerance(
+    got: np.ndarray, logits: np.ndarray, dtype: str, tolerance: dict[str, float] | None = None
+) -> tuple[bool, int]:
+    """(match, rows whose index is not the reference's) of an argmax output `got` [...] over
+    float logits whose reference values are `logits` [..., V] of `dtype`: each index must pick a
+    logit within the logits' tolerance (the rule above, scaled by max(1, max |logits|)) of its
+    row's reference maximum. The reference's own choice always matches; another only at a
+    near-tie. A shape mismatch is no match."""
+    ref = np.asarray(logits, dtype=np.float64)
+    idx = np.asarray(got)
+    if idx.shape != ref.shape[:-1] or (idx.size and (idx.min() < 0 or idx.max() >= ref.shape[-1])):
+        return False, int(idx.size)
+    tol = {**TOLERANCE, **(tolerance or {})}.get(dtype, TOLERANCE["fp16"])
+    scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
+    chosen = np.take_along_axis(ref, idx.astype(np.int64)[..., None], axis=-1)[..., 0]
+    best = ref.max(axis=-1)
+    differ = int(np.count_nonzero(idx != ref.argmax(axis=-1)))
+    return bool(np.all(chosen >= best - tol * scale)), differ
