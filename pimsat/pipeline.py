@@ -283,10 +283,12 @@ def select_program(
     """Stage 3: decode the solution and keep the fastest program of it and the greedy schedules
     (greedy's own solution and alternatives, or cpsat's). The greedy schedules are decoded
     timing only (no streams held), in order of their model end (each task's start + duration,
-    refresh left out), while that end is below the fastest of them so far: a greedy schedule's
-    decoded program does not end before its model end (the decoder keeps its order and adds
-    REFs), so the rest would not be faster. The rule is the same for both methods whatever the
-    solution, so cpsat's program is never slower than greedy's. One that would decode to the
+    refresh left out), while that end is below the fastest of them so far. A list schedule's
+    tasks start as early as its order allows, and the decoder keeps that order and only adds
+    REFs, so its program does not end before its model end and the rest would not be faster; an
+    expanded layer template's model end can lie above its program, so there the cut may pass
+    over a faster one. The rule is the same for both methods whatever the solution, so cpsat's
+    program is never slower than greedy's. One that would decode to the
     program of one timed already is skipped. The rare alternative that beats the solution is
     decoded again (decoding is deterministic). A solution the alternative beats keeps its bound
     but not its claim: FEASIBLE, with a note."""
