@@ -324,10 +324,12 @@ def _timeline(hw, problem: SchedulingProblem, groups, tasks, preds, commands, ov
                 return est + first - last[g] > gap
 
             before = len(refs[g])
+            # REFs a legal start needs at most: those owed or pulled in, and those the task falls
+            # short of its own duration's; past that no start is legal (a stretch of the task
+            # without REFs longer than the rules allow): a lowering bug, not a hang
+            most = dur // ref.tREFI + ref.max_postponed + ref.max_pulled_in + 2
             while short(est):
-                if len(refs[g]) - before > ref.max_postponed + ref.max_pulled_in + 1:
-                    # more REFs than any legal start needs: no start is legal (a task stretch
-                    # without REFs longer than the rules allow); a lowering bug, not a hang
+                if len(refs[g]) - before > most:
                     raise DecodeError(
                         f"task {t.name} on {g} ({dur:,} cycles, {n_min} REFs of its own, the first after "
                         f"{first:,}) cannot start under the refresh rules (tREFI {ref.tREFI:,}, at most "

@@ -237,3 +237,26 @@ def test_a_task_no_start_can_refresh_around_is_a_decode_error(monkeypatch):
     with pytest.raises(DecodeError, match=r"scores.*cannot start under the refresh rules \(tREFI 3,333"):
         # (a cache of its own: not a lowering with REFs another test made)
         run(SLOW_READ_OUTS, SolveOptions(method="naive", groups=2, functional=False), cache=LoweringCache())
+
+
+def test_a_task_that_needs_many_refs_before_it_still_starts():
+    """At tREFI 700 (refresh half the time) a context task of 14,482 cycles carries 19 REFs and
+    needs more in front of it than are owed or may be pulled in at once: legal, and not the
+    DecodeError above (whose first bound on the REFs in front of a task was too tight; found by
+    bench/whatif_fuzz.py --size large, case 385)."""
+    inst = Instance(
+        name="many-refs-before",
+        program={"kind": "attention", "heads": 8, "kv_heads": 2, "head_dim": 64, "context": 764, "batch": 4},
+        hardware={
+            "preset": "hbm2-pim",
+            "set": [
+                "organization.channels=8",
+                "host.vector_elements_per_cycle=2",
+                "host.sync_cycles=5",
+                "timing.params.tREFI=700",
+            ],
+        },
+    )
+    r = run(inst, SolveOptions(method="greedy", groups=2, functional=False, record=True))
+    assert r.sim.cycles == r.compiled.predicted_cycles == 63_699
+    assert check_log(r.sim.log, r.hardware) == []
