@@ -324,9 +324,10 @@ def _timeline(hw, problem: SchedulingProblem, groups, tasks, preds, commands, ov
                 return est + first - last[g] > gap
 
             before = len(refs[g])
-            # REFs a legal start needs at most: those owed or pulled in, and those the task falls
-            # short of its own duration's; past that no start is legal (a stretch of the task
-            # without REFs longer than the rules allow): a lowering bug, not a hang
+            # a cap on the REFs in front of one task: those owed or pulled in, plus those its own
+            # duration could need. Past it no start is taken to be legal (a stretch of the task
+            # without REFs longer than the rules allow): a lowering bug, reported, not a hang.
+            # (a cap, not a proven least: a first, tighter one refused a legal program)
             most = dur // ref.tREFI + ref.max_postponed + ref.max_pulled_in + 2
             while short(est):
                 if len(refs[g]) - before > most:
