@@ -1,7 +1,7 @@
 """Constrained-random what-ifs: random programs on every preset under random hardware overrides,
 every method, each checked against the verdicts pimsat promises.
 
-    .venv/bin/python bench/whatif_fuzz.py [--seed S] [--count N] [--size small|large] [--time-limit T]
+    .venv/bin/python bench/whatif_fuzz.py [--seed S] [--count N] [--size small|large|llm] [--time-limit T]
 
 Case `s` is drawn from `random.Random(s)` alone, so a failing case is replayed with
 `--seed s --count 1` (the line printed names its program and overrides, to copy into an
@@ -10,7 +10,9 @@ preset, a channel count (`--size large`: the presets' channels cut to 1-16, prog
 4096 x 4096, at most 2^21 weight elements x vectors per
 channel, and a context of 1,100; `small`: 2-4 channels and fewer rows, programs a functional
 run checks in a second) and up to three overrides of timing, refresh, host, buffer, accumulator,
-write path and command bus. Every method compiles it and the simulator runs it; checked:
+write path and command bus. `--size llm`: one layer of a real model (Llama-2-7B, Llama-3-8B,
+Mistral-7B, OPT-6.7B, GPT-2) at batch 1-4 and a context up to 2,048 on 16-128 channels of an
+LLM preset, timing only. Every method compiles it and the simulator runs it; checked:
 
   sim        simulated cycles = predicted, 0 violations (the simulator raises on one);
   bound      the hardware bound is not above the program;
@@ -76,12 +78,15 @@ OVERRIDES = (
     "organization.command_bus=shared_pair",
 )
 METHODS = ("naive", "greedy", "cpsat")
+LLM_MODELS = ("llama-2-7b", "llama-3-8b", "mistral-7b", "opt-6.7b", "gpt2")
 MAX_WORK = 1 << 21  # a large gemv's weight elements x vectors per channel
 
 
 def draw(seed: int, size: str) -> tuple[dict, str, list[str]]:
     """Case `seed`: its program, preset and overrides."""
     rng = random.Random(seed)
+    if size == "llm":
+        return draw_llm(rng)
     preset = rng.choice(PRESETS)
     large = size == "large"
     channels = 2 if preset == "fpga-proto" else rng.choice([1, 2, 4, 8, 16] if large else [2, 4])
@@ -118,11 +123,31 @@ def draw(seed: int, size: str) -> tuple[dict, str, list[str]]:
     return program, preset, sets
 
 
-def check(inst: Instance, time_limit: float) -> tuple[dict[str, int], list[str], list[str]]:
+def draw_llm(rng: random.Random) -> tuple[dict, str, list[str]]:
+    """One layer of a real model on an LLM preset (what the suite's llm tier holds, under overrides)."""
+    preset = rng.choice(PRESETS[:3])
+    sets = [f"organization.channels={rng.choice([16, 32, 64, 128])}"]
+    sets += rng.sample(OVERRIDES, rng.randint(0, 3))
+    program = {
+        "kind": "model",
+        "preset": rng.choice(LLM_MODELS),
+        "batch": rng.choice([1, 1, 2, 4]),
+        "context": rng.choice([1, rng.randint(2, 300), rng.randint(300, 2048)]),
+        "layers": 1,
+        "embed": rng.random() < 0.5,
+        "lm_head": False,
+    }
+    return program, preset, sets
+
+
+def check(
+    inst: Instance, time_limit: float, functional: bool | None = None
+) -> tuple[dict[str, int], list[str], list[str]]:
     """Every method's cycles, what failed and what to note."""
     cycles, failed, notes = {}, [], []
     for method in METHODS:
-        r = run(inst, SolveOptions(method=method, time_limit=time_limit, groups=2))
+        opts = SolveOptions(method=method, time_limit=time_limit, groups=2, functional=functional, record=None)
+        r = run(inst, opts)
         predicted, simulated = r.compiled.predicted_cycles, int(r.sim.cycles)
         if simulated != predicted:
             failed.append(f"sim: {method} simulated {simulated}, predicted {predicted}")
@@ -145,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0, help="first case")
     ap.add_argument("--count", type=int, default=50, help="cases")
-    ap.add_argument("--size", choices=("small", "large"), default="small")
+    ap.add_argument("--size", choices=("small", "large", "llm"), default="small")
     ap.add_argument("--time-limit", type=float, default=20.0, help="CP-SAT wall-clock guard (s)")
     args = ap.parse_args(argv)
     tally: Counter[str] = Counter()
@@ -155,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         inst = Instance(name=f"whatif-{seed}", program=program, hardware={"preset": preset, "set": sets})
         what = f"program: {json.dumps(program)} on {preset}, set: {json.dumps(sets)}"
         try:
-            cycles, failed, notes = check(inst, args.time_limit)
+            cycles, failed, notes = check(inst, args.time_limit, False if args.size == "llm" else None)
         except InfeasibleError as e:
             tally["does not fit"] += 1
             print(f"{seed}: does not fit: {str(e).splitlines()[0][:160]}", flush=True)

@@ -20,6 +20,16 @@ def test_a_case_is_its_seed():
     assert {draw(s, "small")[1] for s in range(12)} == {"hbm2-pim", "gddr6-aim", "hbm3-pim", "fpga-proto"}
 
 
+def test_an_llm_case_is_one_layer_of_a_real_model_on_an_llm_preset():
+    assert draw(5, "llm") == draw(5, "llm")
+    cases = [draw(s, "llm") for s in range(40)]
+    assert {preset for _p, preset, _s in cases} == {"hbm2-pim", "gddr6-aim", "hbm3-pim"}
+    for program, _preset, sets in cases:
+        assert program["kind"] == "model" and program["layers"] == 1 and not program["lm_head"]
+        assert program["preset"] in {"llama-2-7b", "llama-3-8b", "mistral-7b", "opt-6.7b", "gpt2"}
+        assert 1 <= program["context"] <= 2048 and sets[0].startswith("organization.channels=")
+
+
 def test_the_checks_pass_on_a_host_split_and_a_run_of_cases(capsys):
     inst = Instance(
         name="host-split",
