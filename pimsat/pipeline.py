@@ -124,7 +124,8 @@ def solve_layered(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solut
         f"layer template solved ({len(sub.jobs)} jobs, repeated {sub.repeat}x); the proven bound covers "
         f"one layer ({tpl.bound}) and is not reported for the whole step"
     )
-    full = replace(expand(problem, tpl, outside), bound=None, message=note)
+    earlier = [replace(expand(problem, i, outside), bound=None) for i in tpl.incumbents]
+    full = replace(expand(problem, tpl, outside), bound=None, message=note, incumbents=earlier)
     return full, [replace(expand(problem, a, outside), bound=None) for a in alts]
 
 
@@ -294,6 +295,8 @@ def select_program(
     but not its claim: FEASIBLE, with a note."""
     solution = solved.solution
     compiled = decode(problem, lowering, solution, placements=functional, lazy=lazy) if solution.modes else None
+    if compiled is not None and solution.incumbents:
+        solution, compiled = _earlier_incumbent(problem, lowering, solution, compiled, functional, lazy)
     # the greedy schedules: greedy's solution and its alternatives, or cpsat's alternatives (the
     # hint and the others), timed by the same rule for both methods, so cpsat <= greedy holds
     own = solution.method == Method.GREEDY and compiled is not None
@@ -339,6 +342,48 @@ def select_program(
         raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")
     solution = replace(solution, status=final_status(solution, compiled.predicted_cycles))
     return Selected(solution, compiled)
+
+
+MAX_INCUMBENTS_DECODED = 3
+
+
+def _earlier_incumbent(
+    problem: SchedulingProblem, lowering: Lowering, solution: Solution, compiled: Compiled, functional: bool, lazy: bool
+) -> tuple[Solution, Compiled]:
+    """The solution, or an earlier improving solution of its search that decodes faster. The
+    model lumps refresh (tRFC per tREFI, placed anywhere); the decoder places each REF, so the
+    model's optimum can decode above a schedule the model ranks a little worse (one that leaves
+    the REFs the host's idle windows, say). Up to MAX_INCUMBENTS_DECODED of them are timed
+    (timing only, no streams), best model objective first, while that objective is below the
+    fastest program so far (a cut, not a proof: a program may end a few cycles before its model
+    objective). One that wins is decoded again (decoding is deterministic); the search's bound
+    stays, its claim does not (FEASIBLE, with a note)."""
+    fastest, best = compiled.predicted_cycles, None
+    timed = [solution]
+    for inc in sorted(solution.incumbents, key=lambda s: s.objective or 0)[:MAX_INCUMBENTS_DECODED]:
+        if inc.objective is None or inc.objective >= fastest:
+            break
+        if any(_same_program(s, inc) for s in timed):
+            continue
+        timed.append(inc)
+        cycles = decode(problem, lowering, inc, placements=False, lazy=True).predicted_cycles
+        if cycles < fastest:
+            best, fastest = inc, cycles
+    if best is None:
+        return solution, compiled
+    note = (
+        f"an earlier CP-SAT solution (model {best.objective:,}) decodes to {fastest:,} cycles, the last one "
+        f"(model {solution.objective:,}) to {compiled.predicted_cycles:,}; kept the faster program"
+    )
+    kept = replace(
+        solution,
+        modes=best.modes,
+        starts=best.starts,
+        objective=best.objective,
+        status=Status.FEASIBLE if solution.status is Status.OPTIMAL else solution.status,
+        message=(solution.message + "; " if solution.message else "") + note,
+    )
+    return kept, decode(problem, lowering, best, placements=functional, lazy=lazy)
 
 
 def _model_ends(problem: SchedulingProblem, solutions: list[Solution]) -> list[int]:

@@ -312,6 +312,9 @@ class Solution:
     message: str = ""
     search_end: SearchEnd | None = None  # cpsat: what ended the search (None: a heuristic)
     deterministic_seconds: float | None = None  # cpsat: CP-SAT's deterministic time the search used
+    # cpsat: the search's last earlier improving solutions (worse model objective), which the
+    # pipeline's select_program also decodes: the model lumps refresh, so one may be faster
+    incumbents: list[Solution] = field(default_factory=list)
 
     @property
     def gap(self) -> float | None:

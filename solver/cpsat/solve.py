@@ -23,6 +23,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from ortools.sat.python import cp_model
 
@@ -73,11 +74,32 @@ def build_model(
     return ctx
 
 
-class _Recorder(cp_model.CpSolverSolutionCallback):
-    """Records (t, incumbent, bound) and enforces the hard wall-clock limit."""
+KEPT_INCUMBENTS = 6  # earlier improving solutions kept for the decoder to time (Solution.incumbents)
 
-    def __init__(self, t0: float, hard_deadline: float, progress: Progress | None):
+
+def _assignment(problem: SchedulingProblem, ctx, value, boolean) -> tuple[dict[str, str], dict[str, int]]:
+    """(mode per job, start per task of the chosen modes) of a solution read by `value` and
+    `boolean` (the solver's, or a solution callback's)."""
+    modes, starts = {}, {}
+    for job in problem.jobs:
+        for mode in ctx.live_modes(job):
+            lit = ctx.lit[(job.name, mode.name)]
+            if lit is None or boolean(lit):
+                modes[job.name] = mode.name
+                for t in mode.tasks:
+                    starts[t.name] = int(value(ctx.start[t.name]))
+                break
+    return modes, starts
+
+
+class _Recorder(cp_model.CpSolverSolutionCallback):
+    """Records (t, incumbent, bound), the last KEPT_INCUMBENTS improving solutions (`capture`
+    reads one), and enforces the hard wall-clock limit."""
+
+    def __init__(self, t0: float, hard_deadline: float, progress: Progress | None, capture=None):
         super().__init__()
+        self.capture = capture
+        self.incumbents: list[tuple[int, dict[str, str], dict[str, int]]] = []
         self.t0 = t0
         self.hard_deadline = hard_deadline
         self.progress = progress
@@ -103,7 +125,10 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
             b = self.BestObjectiveBound()
             if math.isfinite(b):
                 self.bound = max(self.bound or 0, int(math.ceil(b - 1e-9)))
+            improving = self.incumbent is None or obj < self.incumbent
             self.incumbent = obj if self.incumbent is None else min(self.incumbent, obj)
+            if improving and self.capture is not None:
+                self.incumbents = [*self.incumbents[-(KEPT_INCUMBENTS - 1) :], (obj, *self.capture(self))]
             self._emit(now - self.t0)
         if now > self.hard_deadline:
             self.stopped_by_guard = True
@@ -278,7 +303,7 @@ def solve_cpsat(
         setattr(prm, k, v)
     margin = guard_margin if guard_margin is not None else max(0.5, 0.1 * time_limit)
     hard_deadline = t0 + time_limit + margin
-    rec = _Recorder(t0, hard_deadline, progress)
+    rec = _Recorder(t0, hard_deadline, progress, lambda cb: _assignment(problem, ctx, cb.value, cb.boolean_value))
     rec.history = history
     rec.bound = lb
     if hint_obj is not None:
@@ -322,21 +347,19 @@ def solve_cpsat(
     bound = max(lb, int(math.ceil(bound_raw - 1e-9))) if math.isfinite(bound_raw) else lb
 
     if status in (Status.OPTIMAL, Status.FEASIBLE):
-        modes, starts = {}, {}
-        for job in problem.jobs:
-            for mode in ctx.live_modes(job):
-                lit = ctx.lit[(job.name, mode.name)]
-                if lit is None or solver.boolean_value(lit):
-                    modes[job.name] = mode.name
-                    for t in mode.tasks:
-                        starts[t.name] = int(solver.value(ctx.start[t.name]))
-                    break
+        modes, starts = _assignment(problem, ctx, solver.value, solver.boolean_value)
         obj = int(round(solver.objective_value))
         if status == Status.OPTIMAL:
             bound = obj
         bound = min(bound, obj)
         history.append((time.perf_counter() - t0, obj, bound))
-        return _result(status, modes, starts, obj, bound, t0, history, notes, end=end, det=det_used)
+        result = _result(status, modes, starts, obj, bound, t0, history, notes, end=end, det=det_used)
+        earlier = [
+            _result(Status.FEASIBLE, m, st, o, None, t0, [], [], end=end)
+            for o, m, st in rec.incumbents
+            if o > obj and (m, st) != (modes, starts)
+        ]
+        return replace(result, incumbents=earlier)
 
     if status == Status.INFEASIBLE:
         if hint is not None:  # cannot happen: the hint is a feasible assignment

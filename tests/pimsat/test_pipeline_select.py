@@ -4,10 +4,13 @@ and those."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pimsat import pipeline as P
 from pimsat.instance import Instance
 from pimsat.pipeline import SolveOptions, run
 from solver.heuristics import greedy_schedules
+from solver.problem import Method, Status
 
 # refresh half of the time (tREFI 700, tRFC 350): the greedy model, which leaves refresh out,
 # ranks its schedules unlike the decoder (found by bench/whatif_fuzz.py)
@@ -39,3 +42,39 @@ def test_greedy_keeps_the_fastest_of_its_schedules_as_decoded():
     assert (
         "another greedy schedule decodes to 9,532 cycles, the greedy solution to 9,735" in r["greedy"].solution.message
     )
+
+
+def _slow_and_fast():
+    """The refresh-bound instance's problem and two of its greedy schedules as decoded: the
+    slowest and the fastest (cycles)."""
+    hw, program = REFRESH_BOUND.build_hardware(), REFRESH_BOUND.build_program()
+    problem, lowering = P.DEFAULT_CACHE.lowered(REFRESH_BOUND, hw, program, 2, 1).for_method("cpsat")
+    schedules = greedy_schedules(problem)
+    decoded = [P.decode(problem, lowering, s, placements=False, lazy=True).predicted_cycles for s in schedules]
+    slow, fast = schedules[decoded.index(max(decoded))], schedules[decoded.index(min(decoded))]
+    return problem, lowering, (slow, max(decoded)), (fast, min(decoded))
+
+
+def test_an_earlier_cpsat_solution_that_decodes_faster_is_kept():
+    """CP-SAT's last solution (here a stand-in: the slowest greedy schedule, its model objective
+    the least) decodes slower than an earlier one of its search: the earlier one is kept, the
+    status FEASIBLE, the note names both."""
+    problem, lowering, (slow, slow_cycles), (fast, fast_cycles) = _slow_and_fast()
+    assert fast_cycles < slow_cycles
+    end = P._model_ends(problem, [fast])[0]
+    assert end < slow_cycles
+    earlier = replace(fast, method=Method.CPSAT, status=Status.FEASIBLE, objective=end)
+    last = replace(slow, method=Method.CPSAT, status=Status.OPTIMAL, objective=end - 1, bound=end - 1)
+    picked = P.select_program(
+        problem, lowering, P.Solved(replace(last, incumbents=[earlier]), [], 0.0), functional=False, lazy=True
+    )
+    assert picked.compiled.predicted_cycles == fast_cycles and picked.solution.modes == fast.modes
+    assert picked.solution.status == Status.FEASIBLE and picked.solution.bound == end - 1
+    assert f"an earlier CP-SAT solution (model {end:,}) decodes to {fast_cycles:,} cycles" in picked.solution.message
+
+    # one whose model objective is not below the last solution's program is not timed
+    late = replace(earlier, objective=slow_cycles)
+    picked = P.select_program(
+        problem, lowering, P.Solved(replace(last, incumbents=[late]), [], 0.0), functional=False, lazy=True
+    )
+    assert picked.compiled.predicted_cycles == slow_cycles and "earlier" not in picked.solution.message

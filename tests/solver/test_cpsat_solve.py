@@ -216,6 +216,22 @@ def test_progress_and_history():
     assert all(b <= s.objective for b in bounds)
 
 
+def test_earlier_incumbents_are_valid_and_worse():
+    """The search's earlier improving solutions (for the decoder to time): each a valid schedule,
+    with its own model objective above the last one's, at most KEPT_INCUMBENTS, best last."""
+    from solver.cpsat.solve import KEPT_INCUMBENTS
+
+    p = _hard()
+    s = solve_cpsat(p, time_limit=10, auto_hint=False)
+    objs = [i.objective for i in s.incumbents]
+    assert objs and len(objs) <= KEPT_INCUMBENTS and objs == sorted(objs, reverse=True)
+    assert all(o > s.objective for o in objs)
+    for i in s.incumbents:
+        assert check_solution(p, i) == [] and solution_makespan(p, i) <= i.objective
+    incs = [h[1] for h in s.history if h[1] is not None]
+    assert set(objs) <= set(incs)
+
+
 def test_progress_errors_do_not_kill_the_solve():
     def boom(*a):
         raise RuntimeError("display gone")
