@@ -354,14 +354,16 @@ def _earlier_incumbent(
     model lumps refresh (tRFC per tREFI, placed anywhere); the decoder places each REF, so the
     model's optimum can decode above a schedule the model ranks a little worse (one that leaves
     the REFs the host's idle windows, say). Up to MAX_INCUMBENTS_DECODED of them are timed
-    (timing only, no streams), best model objective first, while that objective is below the
-    fastest program so far (a cut, not a proof: a program may end a few cycles before its model
-    objective). One that wins is decoded again (decoding is deterministic); the search's bound
-    stays, its claim does not (FEASIBLE, with a note)."""
+    (timing only, no streams), the latest (best model objective) first, while that objective is
+    below the fastest program so far (a cut, not a proof: a program may end a few cycles before
+    its model objective). An expanded layer template's incumbents have no objective of the whole
+    step (their model ends lie far above their programs), so they are timed without the cut. One
+    that wins is decoded again (decoding is deterministic); the search's bound stays, its claim
+    does not (FEASIBLE, with a note)."""
     fastest, best = compiled.predicted_cycles, None
     timed = [solution]
-    for inc in sorted(solution.incumbents, key=lambda s: s.objective or 0)[:MAX_INCUMBENTS_DECODED]:
-        if inc.objective is None or inc.objective >= fastest:
+    for inc in solution.incumbents[::-1][:MAX_INCUMBENTS_DECODED]:
+        if inc.objective is not None and inc.objective >= fastest:
             break
         if any(_same_program(s, inc) for s in timed):
             continue
@@ -371,10 +373,14 @@ def _earlier_incumbent(
             best, fastest = inc, cycles
     if best is None:
         return solution, compiled
-    note = (
-        f"an earlier CP-SAT solution (model {best.objective:,}) decodes to {fastest:,} cycles, the last one "
-        f"(model {solution.objective:,}) to {compiled.predicted_cycles:,}; kept the faster program"
-    )
+    if best.objective is not None:
+        what = (
+            f"an earlier CP-SAT solution (model {best.objective:,}) decodes to {fastest:,} cycles, "
+            f"the last one (model {solution.objective:,})"
+        )
+    else:
+        what = f"an earlier CP-SAT solution of the layer template decodes to {fastest:,} cycles, the last one"
+    note = f"{what} to {compiled.predicted_cycles:,}; kept the faster program"
     kept = replace(
         solution,
         modes=best.modes,
