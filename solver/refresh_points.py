@@ -252,8 +252,11 @@ def _points(codes: np.ndarray, timing, trefi: int, block: float) -> list[int]:
 
 def _at_loads(points: list[int], codes: np.ndarray, timing, trefi: int) -> list[tuple[int, int]]:
     """Each refresh point moved to the buffer load (a run of WRGBs) that follows it, if one
-    starts within tREFI / LOAD_WINDOW cycles and before the next point, with more than a tREFI of
-    the task left: (index of its first WRGB, index after its last), or (the point, the point).
+    starts within tREFI / LOAD_WINDOW cycles and ends before the next point, with more than a
+    tREFI of the task left: (index of its first WRGB, index after its last), or (the point, the
+    point). (Ends, not starts: a load whose WRGBs run past the next point, one longer than what
+    the blocks leave of a tREFI, as over a slow link, would be taken into two blocks and written
+    twice.)
 
     Why: a REF block keeps the channel from MACs for PRE -> REF -> tRFC -> ACT -> MAC anyway, and
     a load's WRGBs need no open bank: issued between the block's PRE and its REF they take no time
@@ -272,7 +275,7 @@ def _at_loads(points: list[int], codes: np.ndarray, timing, trefi: int) -> list[
             e += 1
         # (not before an RDACC: the block's ACTs would open its bank just before a column read of it)
         if (
-            j < nxt
+            j < e <= nxt
             and issue[j] - issue[i] <= trefi // LOAD_WINDOW
             and timing.duration - issue[j] > trefi
             and (e == n or codes[e] != _CODE["RDACC"])

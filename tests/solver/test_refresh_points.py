@@ -156,3 +156,25 @@ def test_the_refs_of_a_long_task_drift_at_most_the_limit(refresh_mode, monkeypat
         assert max(rule) > (rp.DRIFT_LIMIT + 4) * trefi  # behind: 11 tREFI
     kept = drift(rp.with_refresh(hw, seq))
     assert all(abs(d) < (rp.DRIFT_LIMIT + 1) * trefi for d in kept), (min(kept), max(kept))
+
+
+@pytest.mark.parametrize("style", ["naive", "overlap"])
+def test_a_load_longer_than_a_refresh_window_is_written_once(style, monkeypatch):
+    """Over a slow link (2 bytes a cycle: 16 cycles a WRGB) a buffer load takes longer than what
+    the REF blocks leave of a tREFI (700 here), so the next refresh point falls inside the load
+    the last block took in. Each block then took the load's WRGBs from its point on: the load
+    written twice, the task 11x longer and its REFs ever later (a naive Llama-3-8B layer on 16
+    hbm3-pim channels, found by bench/whatif_fuzz.py --size llm, stopped in decode). Every
+    column command of the task is in the refreshed task once, and the REFs keep to k x tREFI."""
+    sets = ["organization.channels=2", "organization.rows=256", "host.link_bytes_per_cycle=2"]
+    hw = load_hardware("hbm3-pim", [*sets, "timing.params.tREFI=700"])
+    seq = _unrefreshed(hw, 1024, 1024, 4, style, monkeypatch)
+    trefi = hw.timing.p("tREFI")
+    assert time_task(hw, seq).duration >= 20 * trefi
+    out = rp.with_refresh(hw, seq)
+    columns = ("MAC", "WRGB", "RDACC")
+    assert [repr(i) for i in out if i.op in columns] == [repr(i) for i in seq if i.op in columns]
+    refs = time_task(hw, out).refreshes
+    assert len(refs) >= 20
+    drift = [r - k * trefi for k, r in enumerate(refs, 1)]
+    assert all(abs(d) < (rp.DRIFT_LIMIT + 1) * trefi for d in drift), (min(drift), max(drift))
