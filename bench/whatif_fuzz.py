@@ -37,6 +37,7 @@ import sys
 import time
 from collections import Counter
 
+from ir.models import PRESETS as MODELS
 from pimsat.instance import Instance
 from pimsat.pipeline import InfeasibleError, SolveOptions, run
 
@@ -128,11 +129,15 @@ def draw_llm(rng: random.Random) -> tuple[dict, str, list[str]]:
     preset = rng.choice(PRESETS[:3])
     sets = [f"organization.channels={rng.choice([16, 32, 64, 128])}"]
     sets += rng.sample(OVERRIDES, rng.randint(0, 3))
+    model = rng.choice(LLM_MODELS)
     program = {
         "kind": "model",
-        "preset": rng.choice(LLM_MODELS),
+        "preset": model,
         "batch": rng.choice([1, 1, 2, 4]),
-        "context": rng.choice([1, rng.randint(2, 300), rng.randint(300, 2048)]),
+        # (GPT-2's learned positions end at 1,024)
+        "context": min(
+            rng.choice([1, rng.randint(2, 300), rng.randint(300, 2048)]), MODELS[model].max_position_embeddings - 1
+        ),
         "layers": 1,
         "embed": rng.random() < 0.5,
         "lm_head": False,
