@@ -84,6 +84,9 @@ def guard(fn):
                 raise UserError(f"infeasible: {e}") from None
             if isinstance(e, _loaded("pimsat.pipeline:VerificationError")):
                 raise CompilerError(str(e)) from None
+            if isinstance(e, _loaded("solver.assemble:DecodeError")):
+                # the decoder could not turn a solution into a legal program: a compiler bug
+                raise CompilerError(f"decode: {e}") from None
             if isinstance(e, _loaded("sim:SimulationError", "sim.errors:SimulationError")):
                 # the simulator rejected a program pimsat emitted: a compiler bug, reported precisely
                 raise CompilerError(f"the simulator rejected the emitted program: {e}") from None

@@ -339,3 +339,18 @@ def test_compare_without_an_alternative_measures_what_it_buys(tmp_path):
     assert got[("--without", "k-split,host-gemv")] == (6179, "pim[all]", {**full, "k-split": 0, "host-gemv": 0})
     r = invoke("compare", anchor, "--without", "ksplit")
     assert r.exit_code == 2 and "--without: unknown alternative(s) ksplit" in r.output
+
+
+def test_a_decode_error_is_one_line_and_exit_3(monkeypatch):
+    """A solution the decoder cannot turn into a legal program is a compiler bug: one line naming
+    the task, exit status 3, no traceback."""
+    import solver.decode as decode_mod
+    from solver.assemble import DecodeError
+
+    def refuse(*_a, **_k):
+        raise DecodeError("task gemv/pim[all]/g0 on g0 cannot start under the refresh rules")
+
+    monkeypatch.setattr(decode_mod, "_timeline", refuse)
+    r = invoke("solve", GEMV, "--method", "greedy", "--timing-only")
+    assert r.exit_code == 3, r.output
+    assert r.output.count("\n") == 1 and "decode: task gemv/pim[all]/g0" in r.output
