@@ -324,11 +324,14 @@ def _timeline(hw, problem: SchedulingProblem, groups, tasks, preds, commands, ov
                 return est + first - last[g] > gap
 
             before = len(refs[g])
-            # a cap on the REFs in front of one task: those owed or pulled in, plus those its own
-            # duration could need. Past it no start is taken to be legal (a stretch of the task
-            # without REFs longer than the rules allow): a lowering bug, reported, not a hang.
-            # (a cap, not a proven least: a first, tighter one refused a legal program)
-            most = dur // ref.tREFI + ref.max_postponed + ref.max_pulled_in + 2
+            # a cap on the REFs in front of one task: those that fall due in the idle time before
+            # it (the group waiting, say, for a slow host: 51 tREFI on a naive gddr6-aim layer),
+            # those owed or pulled in, plus those its own duration could need. Past it no start is
+            # taken to be legal (a stretch of the task without REFs longer than the rules allow): a
+            # lowering bug, reported, not a hang. (a cap, not a proven least: two first, tighter
+            # ones refused legal programs)
+            idle = max(0, est - free[g])
+            most = (idle + dur) // ref.tREFI + ref.max_postponed + ref.max_pulled_in + 2
             while short(est):
                 if len(refs[g]) - before > most:
                     raise DecodeError(

@@ -260,3 +260,27 @@ def test_a_task_that_needs_many_refs_before_it_still_starts():
     r = run(inst, SolveOptions(method="greedy", groups=2, functional=False, record=True))
     assert r.sim.cycles == r.compiled.predicted_cycles == 63_699
     assert check_log(r.sim.log, r.hardware) == []
+
+
+@pytest.mark.parametrize("method", ["naive", "greedy", "cpsat"])
+def test_a_long_wait_for_the_host_is_refreshed_through(method):
+    """A group that waits many tREFI for the host (here a 5,000-cycle sync, about 17 tREFI, between
+    the scores and the context) needs a REF about every tREFI of the wait, issued as their credit
+    comes. The decoder's cap on the REFs in front of one task left that time out and stopped
+    with a DecodeError on every method (found on a naive Llama-3-8B layer on 64 gddr6-aim
+    channels with a slow host, bench/whatif_fuzz.py --size llm case 65: 51 tREFI of waiting).
+    Now each program is legal, functional and as predicted."""
+    inst = Instance(
+        name="long-wait",
+        program={"kind": "attention", "heads": 2, "kv_heads": 2, "head_dim": 16, "context": 31},
+        hardware={
+            "preset": "fpga-proto",
+            "set": [f"timing.params.tREFI={TREFI}", f"timing.params.tRFC={TRFC}", "host.sync_cycles=5000"],
+        },
+    )
+    r = run(inst, SolveOptions(method=method, time_limit=5.0, functional=True, record=True))
+    assert r.outputs_match and r.bit_exact and r.sim.cycles == r.compiled.predicted_cycles
+    assert r.sim.cycles > 30 * TREFI
+    gap, pulled, owed = _refresh_figures(r.sim.log, int(r.sim.cycles), TREFI)
+    assert gap <= 9 and pulled <= 8 and owed <= 8, (gap, pulled, owed)
+    assert check_log(r.sim.log, r.hardware) == []
