@@ -120,10 +120,9 @@ def solve_layered(problem: SchedulingProblem, opts: SolveOptions) -> tuple[Solut
     tpl, alts = solve(sub, opts)
     if tpl.status == Status.INFEASIBLE:
         return tpl, []
-    note = (
-        f"layer template solved ({len(sub.jobs)} jobs, repeated {sub.repeat}x); the proven bound covers "
-        f"one layer ({tpl.bound}) and is not reported for the whole step"
-    )
+    note = f"layer template solved ({len(sub.jobs)} jobs, repeated {sub.repeat}x)"
+    if tpl.bound is not None:  # (cpsat's: a heuristic proves nothing)
+        note += f"; the proven bound covers one layer ({tpl.bound:,}) and is not reported for the whole step"
     earlier = [replace(expand(problem, i, outside), bound=None) for i in tpl.incumbents]
     full = replace(expand(problem, tpl, outside), bound=None, message=note, incumbents=earlier)
     return full, [replace(expand(problem, a, outside), bound=None) for a in alts]

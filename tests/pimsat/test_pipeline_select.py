@@ -78,3 +78,26 @@ def test_an_earlier_cpsat_solution_that_decodes_faster_is_kept():
         problem, lowering, P.Solved(replace(last, incumbents=[late]), [], 0.0), functional=False, lazy=True
     )
     assert picked.compiled.predicted_cycles == slow_cycles and "earlier" not in picked.solution.message
+
+
+def test_a_layer_templates_earlier_solutions_are_expanded_and_timed():
+    """A model of several layers is solved as one layer's template; the template search's earlier
+    solutions are expanded to the whole step like its last one (no objective of the whole step:
+    their model ends lie above their programs), and selection times them without the cut."""
+    inst = Instance(
+        name="tiny-llama-2l",
+        program={"kind": "model", "preset": "tiny-llama", "batch": 1, "context": 7, "layers": 2},
+        hardware={"preset": "hbm2-pim", "set": ["organization.channels=4", "timing.params.tREFI=700"]},
+    )
+    hw, program = inst.build_hardware(), inst.build_program()
+    problem, lowering = P.DEFAULT_CACHE.lowered(inst, hw, program, 2, 1).for_method("cpsat")
+    solved = P.solve_program(problem, SolveOptions(method="cpsat", groups=2))
+    last = solved.solution
+    assert "layer template solved" in last.message and last.incumbents
+    jobs = {j.name for j in problem.jobs}
+    for inc in last.incumbents:
+        assert inc.objective is None and set(inc.modes) == jobs
+    decoded = [P.decode(problem, lowering, s, placements=False, lazy=True).predicted_cycles for s in last.incumbents]
+    own = P.decode(problem, lowering, last, placements=False, lazy=True).predicted_cycles
+    picked = P.select_program(problem, lowering, solved, functional=False, lazy=True)
+    assert picked.compiled.predicted_cycles <= min([own, *decoded[-P.MAX_INCUMBENTS_DECODED :]])
