@@ -280,8 +280,9 @@ def final_status(solution: Solution, predicted_cycles: int) -> Status:
 def select_program(
     problem: SchedulingProblem, lowering: Lowering, solved: Solved, *, functional: bool, lazy: bool
 ) -> Selected:
-    """Stage 3: decode the solution and keep the fastest program of it and the greedy schedules
-    (greedy's own solution and alternatives, or cpsat's). The greedy schedules are decoded
+    """Stage 3: decode the solution and keep the fastest program of it, CP-SAT's earlier
+    solutions (`_earlier_incumbent`) and the greedy schedules (greedy's own solution and
+    alternatives, or cpsat's). The greedy schedules are decoded
     timing only (no streams held), in order of their model end (each task's start + duration,
     refresh left out), while that end is below the fastest of them so far. A list schedule's
     tasks start as early as its order allows, and the decoder keeps that order and only adds
