@@ -35,7 +35,10 @@ naive
     What vendor libraries do: the mode named with the given prefix (fallback: the job's first
     mode), and everything strictly in program order with no overlap at all: each task starts
     after the previous task (on any resource) ends, plus the lag between their resources (and
-    never before its edges and dependencies allow).
+    never before its edges and dependencies allow). That is the schedule's objective; the
+    decoder keeps the order but starts each task as soon as its resource and its inputs allow,
+    so the channel groups of one op run side by side in the program (docs/architecture.md,
+    Baselines).
 """
 
 from __future__ import annotations
