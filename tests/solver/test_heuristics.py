@@ -156,3 +156,32 @@ def test_the_head_group_pass_lets_the_last_job_of_a_chain_choose():
     assert free.modes["scores"] == "heads2[all]" and free.modes["softmax"] == "heads2"
     assert (forced.objective, free.objective) == (18418, 15392)
     assert solve_greedy(problem).objective == 15392
+
+
+def test_greedy_also_schedules_naives_modes_as_their_vendor_style_twins():
+    """The overlap lowering offers naive's emission as alternatives ("pim-closed[all]",
+    "unfused-closed[all]"); greedy list-schedules them as one candidate, so its program is not
+    slower than naive's for want of them (bench/whatif_fuzz.py --size llm case 141: an OPT-6.7B
+    layer on 16 hbm3-pim channels with a 2-byte link, greedy 688,100 against naive's 687,539)."""
+    from pimsat.instance import Instance
+    from pimsat.pipeline import DEFAULT_CACHE
+    from solver.heuristics import VENDOR_TWINS, greedy_schedules, vendor_twin_modes
+
+    inst = Instance(
+        name="twins",
+        program={"kind": "model", "preset": "tiny-llama", "batch": 1, "context": 5, "layers": 1},
+        hardware={"preset": "hbm2-pim", "set": ["organization.channels=2"]},
+    )
+    lowered = DEFAULT_CACHE.lowered(inst, inst.build_hardware(), inst.build_program(), 2, 1)
+    overlap, naive = lowered.for_method("greedy")[0], lowered.for_method("naive")[0]
+    twins = vendor_twin_modes(overlap)
+    assert twins is not None and vendor_twin_modes(naive) is None
+    runs = {j.name: j.modes[0].name for j in naive.jobs}  # naive_modes: each job's first mode
+    first = {j.name: j.modes[0].name for j in overlap.jobs}
+    assert any(t in VENDOR_TWINS for t in twins.values())
+    for job in overlap.jobs:
+        if twins[job.name] in VENDOR_TWINS:  # naive's mode, its twin: "pim[all]" -> "pim-closed[all]"
+            assert twins[job.name] == runs[job.name].replace("[all]", "-closed[all]")
+        else:  # host ops: the overlap lowering's first mode (a host chain as one launch)
+            assert twins[job.name] == first[job.name]
+    assert any(s.modes == twins for s in greedy_schedules(overlap))
