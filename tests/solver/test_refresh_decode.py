@@ -284,3 +284,34 @@ def test_a_long_wait_for_the_host_is_refreshed_through(method):
     gap, pulled, owed = _refresh_figures(r.sim.log, int(r.sim.cycles), TREFI)
     assert gap <= 9 and pulled <= 8 and owed <= 8, (gap, pulled, owed)
     assert check_log(r.sim.log, r.hardware) == []
+
+
+def test_a_long_tasks_credit_is_the_models_charge_per_round_on_a_shared_bus():
+    """On a shared command bus a round between tasks keeps a pair's group a cycle longer (the
+    odd channel refreshes after the even one), so the model charges Refresh.tRFC = round_busy +
+    round_shift per round. A long task's own rounds must be credited at that charge too: credited
+    at round_busy alone, the model charged the shift once more for each of them and its proven
+    bound exceeded the program (GEMV 4096 b2 on 16 hbm2-pim channels, shared pairs: 85,404
+    against 85,384; bench/whatif_fuzz.py --size large case 528). Here a GEMV on one pair."""
+    from solver.pair_bus import round_shift
+    from solver.refresh_points import round_busy
+
+    inst = Instance(
+        name="pair-credit",
+        program={"kind": "gemv", "n": 256, "k": 1024, "batch": 4},
+        hardware={
+            "preset": "hbm2-pim",
+            "set": [
+                "organization.channels=2",
+                "organization.rows=512",
+                "organization.command_bus=shared_pair",
+                "timing.params.tREFI=700",
+            ],
+        },
+    )
+    r = run(inst, SolveOptions(method="cpsat", time_limit=10.0, functional=False, record=True))
+    assert round_shift(r.hardware) > 0 and r.problem.refresh.tRFC == round_busy(r.hardware) + round_shift(r.hardware)
+    long_ = [t for j in r.problem.jobs for m in j.modes for t in m.tasks if t.refresh_credit]
+    assert long_ and all(t.refresh_credit % r.problem.refresh.tRFC == 0 for t in long_)
+    assert r.sim.cycles == r.compiled.predicted_cycles
+    assert r.solution.bound - r.lowering.max_tail <= r.sim.cycles
