@@ -313,10 +313,16 @@ class Lowerer:
 
     def _append_timing(self, layout: Layout, new: str, position: int, group: str) -> int:
         """The KV append of one group: its longest channel's (1 when it writes nothing there),
-        as the decoder emits it (cached per shape, channels, group, position)."""
+        as the decoder emits it (cached per tiling structure, channels, group, position and the
+        channels' slots). Keyed by the shape alone, two tilings of one shape shared a timing: the
+        vendor-style twin of a context op took the overlap tiling's append, which writes other
+        banks (4,319 cycles on a pair of hbm2-pim channels where its own takes 4,315), and
+        CP-SAT's proven bound exceeded the program by 4 (bench/whatif_fuzz.py --size small
+        case 379)."""
         pos = {c: i for i, c in enumerate(layout.t.channels)}
         cis = tuple(pos[c] for c in self._group(group).channels)
-        key = ("append", _signature(layout.t.shape), layout.t.channels, layout.t.double_buffer, position, cis)
+        slots = tuple(layout.t.slots[ci] for ci in cis)
+        key = ("append", structure_key(layout.t), layout.t.channels, layout.t.double_buffer, position, cis, slots)
         if key in self.lowering.timings:
             return self.lowering.timings[key].duration
         worst = 0

@@ -315,3 +315,29 @@ def test_a_long_tasks_credit_is_the_models_charge_per_round_on_a_shared_bus():
     assert long_ and all(t.refresh_credit % r.problem.refresh.tRFC == 0 for t in long_)
     assert r.sim.cycles == r.compiled.predicted_cycles
     assert r.solution.bound - r.lowering.max_tail <= r.sim.cycles
+
+
+def test_a_vendor_style_twins_kv_append_is_timed_on_its_own_tiling():
+    """Lowering cached a KV append's timing by the op's shape: the context op's vendor-style twin
+    ("pim-closed[all]") took the overlap tiling's append, which writes other banks, 4 cycles
+    longer on the odd channel of an hbm2-pim pair; the model then ran 4 cycles above the program
+    and so did CP-SAT's proven bound (bench/whatif_fuzz.py --size small case 379). Now every
+    task lasts in the model what it lasts in the program, and the proven bound holds."""
+    inst = Instance(
+        name="twin-append",
+        program={"kind": "attention", "heads": 4, "kv_heads": 2, "head_dim": 64, "context": 87, "batch": 4},
+        hardware={
+            "preset": "hbm2-pim",
+            "set": [
+                "organization.channels=2",
+                "organization.rows=512",
+                "pim.global_buffer_bytes=4096",
+                "host.link_bytes_per_cycle=2",
+            ],
+        },
+    )
+    r = run(inst, SolveOptions(method="cpsat", time_limit=10.0, groups=2, functional=True, record=True))
+    assert r.outputs_match and r.bit_exact and r.sim.cycles == r.compiled.predicted_cycles
+    assert "pim-closed" in r.solution.modes["context"]
+    assert r.solution.bound - r.lowering.max_tail <= r.sim.cycles
+    assert r.solution.objective == r.sim.cycles  # no refresh falls in this program's tasks
