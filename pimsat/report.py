@@ -30,10 +30,12 @@ def report_dict(r: RunResult) -> dict[str, Any]:
     - `gap`: the program against the best bound that holds for every program decoded from the
       task space (the hardware bound, or the mode bound: the critical path over the fastest
       modes), and `hardware_gap` against the hardware bound alone (every program whatever its
-      emitter). The model's bound is not among them: the decoder places exact refreshes where
-      the model lumps them, so a program can end below the model's objective, and below its
-      bound (`decode_minus_model_cycles` says by how much: on gemv-4096-b4-hbm2-64ch a
-      program of 42,430 cycles against a model bound of 42,437 less the tail)."""
+      emitter). The model's bound is not among them: it bounds the programs decoded from the
+      task space only, less the largest task tail (`bound_cycles`), and a program can end
+      below the model's objective (`decode_minus_model_cycles` says by how much). (The example
+      this docstring gave, gemv-4096-b4-hbm2-64ch at 42,430 cycles under a model bound of
+      42,437, was a wrong proof: a long task's own REFs credited below the model's charge per
+      round on shared command pairs, fixed in solver/lower.py `refresh_credit`.)"""
     sim = r.sim
     predicted = r.compiled.predicted_cycles
     bound = proven_bound(r)
