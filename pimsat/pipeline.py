@@ -20,7 +20,7 @@ from solver.decode import Compiled, decode
 from solver.lower import Lowering, LoweringError, LowerOptions, lower
 from solver.lower_parallel import warm
 from solver.payload import Style
-from solver.problem import Method, SchedulingProblem, Solution, Status
+from solver.problem import EARLIER_INCUMBENTS, Method, SchedulingProblem, Solution, Status
 from solver.task_timing import TimingCache, use_oracle
 from solver.template import expand, templatable, template_problem
 
@@ -344,7 +344,7 @@ def select_program(
     return Selected(solution, compiled)
 
 
-MAX_INCUMBENTS_DECODED = 3
+MAX_INCUMBENTS_DECODED = EARLIER_INCUMBENTS  # all a CP-SAT search hands back
 
 
 def _earlier_incumbent(

@@ -297,6 +297,10 @@ class SearchEnd(str, Enum):
         return self.value
 
 
+# the earlier improving solutions a CP-SAT search hands back beside its last (Solution.incumbents)
+EARLIER_INCUMBENTS = 3
+
+
 @dataclass
 class Solution:
     """What a solver decided: a mode per job and a start cycle per task of the chosen modes."""

@@ -39,7 +39,7 @@ from solver.cpsat.resources import add_resources
 from solver.cpsat.symmetry import add_symmetry_breaking, canonical_hint
 from solver.heuristics import schedule_with_modes, solve_greedy
 from solver.index import ProblemIndex, problem_index, solution_makespan
-from solver.problem import Method, SchedulingProblem, SearchEnd, Solution, Status
+from solver.problem import EARLIER_INCUMBENTS, Method, SchedulingProblem, SearchEnd, Solution, Status
 
 Progress = Callable[[float, "int | None", "int | None"], None]
 
@@ -74,7 +74,9 @@ def build_model(
     return ctx
 
 
-KEPT_INCUMBENTS = 6  # earlier improving solutions kept for the decoder to time (Solution.incumbents)
+# improving solutions the search keeps: its last one and the EARLIER_INCUMBENTS before it
+# (Solution.incumbents, which pimsat.pipeline.select_program decodes too)
+KEPT_INCUMBENTS = EARLIER_INCUMBENTS + 1
 
 
 def _assignment(problem: SchedulingProblem, ctx, value, boolean) -> tuple[dict[str, str], dict[str, int]]:
