@@ -326,17 +326,9 @@ def select_program(
             + (f", the {solution.method} solution to {compiled.predicted_cycles:,}" if compiled else "")
             + "; kept the faster program"
         )
-        compiled = None
-        kept = Status.FEASIBLE if solution.status in (Status.OPTIMAL, Status.FEASIBLE) else solution.status
-        solution = replace(
-            solution,
-            modes=best_alt.modes,
-            starts=best_alt.starts,
-            objective=best_alt.objective,
-            status=kept,
-            # (a greedy solution's own message described the schedule not kept)
-            message=(solution.message + " " if solution.message and not same else "") + note,
-        )
+        compiled = None  # (freed before the next decode: a large program's streams)
+        # (a greedy solution's own message described the schedule not kept)
+        solution = _adopt(solution, best_alt, (solution.message + " " if solution.message and not same else "") + note)
         compiled = decode(problem, lowering, best_alt, placements=functional, lazy=lazy)
     if compiled is None:
         raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")
@@ -381,15 +373,21 @@ def _earlier_incumbent(
     else:
         what = f"an earlier CP-SAT solution of the layer template decodes to {fastest:,} cycles, the last one"
     note = f"{what} to {compiled.predicted_cycles:,}; kept the faster program"
-    kept = replace(
-        solution,
-        modes=best.modes,
-        starts=best.starts,
-        objective=best.objective,
-        status=Status.FEASIBLE if solution.status is Status.OPTIMAL else solution.status,
-        message=(solution.message + "; " if solution.message else "") + note,
-    )
+    kept = _adopt(solution, best, (solution.message + "; " if solution.message else "") + note)
     return kept, decode(problem, lowering, best, placements=functional, lazy=lazy)
+
+
+def _adopt(solution: Solution, other: Solution, message: str) -> Solution:
+    """`solution` with the schedule of `other`, which decodes faster: its search's bound stays,
+    its claim does not (an OPTIMAL proof was of the schedule not kept: FEASIBLE)."""
+    return replace(
+        solution,
+        modes=other.modes,
+        starts=other.starts,
+        objective=other.objective,
+        status=Status.FEASIBLE if solution.status is Status.OPTIMAL else solution.status,
+        message=message,
+    )
 
 
 def _model_ends(problem: SchedulingProblem, solutions: list[Solution]) -> list[int]:
