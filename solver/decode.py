@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import partial
 
+import numpy as np
+
 from hwmodel.host_costs import chain_cycles, epilogue_chain_cycles, mv_chain_cycles
 from hwmodel.isa import ISA_VERSION, Instruction, make
 from hwmodel.isa_codec import no_gc
@@ -42,7 +44,8 @@ from .lower import Lowering
 from .pair_bus import round_shift
 from .payload import Role, TilingKind
 from .problem import HOST, SchedulingProblem, Solution
-from .refresh_points import refresh_round, round_cycles
+from .refresh_fill import fill_rounds, filled
+from .refresh_points import refresh_round, round_cycles, round_span
 from .relocate import Relocations
 from .symbols import Symbols, host_copy, staging
 from .task_timing import StructureTimings, TaskTiming
@@ -216,10 +219,30 @@ def _task_commands(
                     weight_read_key(lay, ci),
                 )
             )
+    # a channel with fewer refresh rounds than another (its commands end early, or it has none)
+    # gets the missing ones after its commands (solver/refresh_fill.py)
+    fills = fill_rounds(hw, tts, end)
+    for c, starts in fills.items():
+        per[c] = _with_rounds(hw, per[c], tts[c], starts, encode)
+    span = round_span(hw)
     for c, tt in tts.items():
-        if tt.refreshes:
-            inner[c] = (tt.refreshes, tt.refreshes_early)
+        starts = fills.get(c, ())
+        if tt.refreshes or starts:
+            inner[c] = (tt.refreshes + tuple(s + span for s in starts), tt.refreshes_early + starts)
     return per, end, comp, inner
+
+
+def _with_rounds(hw, own: tuple, tt: TaskTiming, starts: tuple[int, ...], encode) -> tuple:
+    """A channel's (emit, relative issue cycles[, table, table key]) with refresh rounds at
+    `starts` after its commands."""
+    rounds, rel = filled(hw, starts)
+    emit = own[0]
+    out = (lambda: [*emit(), *rounds], np.concatenate([tt.issue, np.array(rel, dtype=np.int64)]))
+    if len(own) > 2:
+        table_of, key = own[2], own[3]
+        extra = encode(rounds)
+        out += ((lambda cache: np.concatenate([table_of(cache), extra])), (key, "refresh", starts))
+    return out
 
 
 def _append_key(rows: tuple) -> tuple:

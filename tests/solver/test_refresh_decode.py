@@ -341,3 +341,37 @@ def test_a_vendor_style_twins_kv_append_is_timed_on_its_own_tiling():
     assert "pim-closed" in r.solution.modes["context"]
     assert r.solution.bound - r.lowering.max_tail <= r.sim.cycles
     assert r.solution.objective == r.sim.cycles  # no refresh falls in this program's tasks
+
+
+# one matrix row: the host GEMV mode reads it over the link from one channel of each pair group,
+# the other channel of the pair has nothing to read through a task of 10.7 tREFI
+IDLE_CHANNEL = Instance(
+    name="idle-channel",
+    program={"kind": "gemv", "n": 1, "k": 4096, "batch": 4, "bias": False},
+    hardware={
+        "preset": "hbm2-pim",
+        "set": [
+            "organization.channels=4",
+            "organization.command_bus=shared_pair",
+            "host.link_bytes_per_cycle=2",
+            "timing.params.tREFI=700",
+        ],
+    },
+)
+
+
+@pytest.mark.parametrize("method", ["greedy", "cpsat"])
+def test_a_channel_without_work_in_a_long_task_gets_its_refresh_rounds(method):
+    """A channel of a group that has no commands in a long task (or fewer refresh rounds than
+    another) is given the missing rounds while it idles (solver/refresh_fill.py): the decoder
+    counts a group's round only when every channel has issued it, and stopped with a DecodeError
+    ("0 REFs of its own") on this host-read task (bench/whatif_fuzz.py --size large case 629).
+    Every channel keeps the JEDEC counts, eager and streamed programs run as predicted."""
+    r = run(IDLE_CHANNEL, SolveOptions(method=method, time_limit=10.0, groups=2, functional=True, record=True))
+    assert r.outputs_match and r.sim.cycles == r.compiled.predicted_cycles
+    trefi = r.hardware.timing.p("tREFI")
+    gap, pulled, owed = _refresh_figures(r.sim.log, int(r.sim.cycles), trefi)
+    assert gap <= 9 and pulled <= 8 and owed <= 8, (gap, pulled, owed)
+    assert check_log(r.sim.log, r.hardware) == []
+    streamed = run(IDLE_CHANNEL, SolveOptions(method=method, time_limit=10.0, groups=2, functional=False))
+    assert streamed.sim.cycles == streamed.compiled.predicted_cycles == r.sim.cycles
