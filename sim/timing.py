@@ -119,9 +119,11 @@ def _compile(hw: Hardware) -> TimingTables:
     nxt = np.array([CMD[c.next] for c in cons], dtype=np.int64)
     scope = np.array([SCOPE[c.scope] for c in cons], dtype=np.int64)
     # a unit with fewer lanes than a burst has elements needs several passes per MAC: the
-    # MAC->MAC spacing is the hardware's mac_interval (tMAC x passes), not tMAC alone
+    # MAC->MAC spacing is the hardware's mac_interval (tMAC x passes), not tMAC alone (the row of
+    # tMAC; the read-to-read rows tCCD_L and tCCD_S hold as written)
     lat = np.array(
-        [hw.mac_interval if (c.prev, c.next) == ("MAC", "MAC") else t.latency_of(c) for c in cons], dtype=np.int64
+        [hw.mac_interval if (c.prev, c.next, c.latency) == ("MAC", "MAC", "tMAC") else t.latency_of(c) for c in cons],
+        dtype=np.int64,
     )
     win = np.array([c.window or 0 for c in cons], dtype=np.int64)
     wbase = np.zeros(R, dtype=np.int64)

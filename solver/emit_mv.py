@@ -431,7 +431,7 @@ class MVEmitter:
         # one bank per unit on a data-bus write path: the next step's loads go into the row
         # changes (where the units idle anyway), never between two MACs (row_change_loads)
         change_loads = row_change_loads(hw) if overlap and self.bpp == 1 and t.double_buffer else None
-        act_loads = max(0, hw.timing.p("tRCDMAC") // max(hw.link_cycles, hw.timing.p("tCCD_S")) - 1)
+        act_loads = max(0, hw.timing.rule("ACT", "MAC", "bank") // max(hw.link_cycles, hw.timing.p("tCCD_S")) - 1)
 
         # loop invariants of the MAC emission below (it runs once per MAC instruction)
         seg_mask = lay.segment_mask

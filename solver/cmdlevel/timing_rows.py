@@ -35,18 +35,41 @@ class Row:
     win: int
 
 
+# how much of a channel a scope's unit holds
+_WIDTH = {"bank": 0, "bank_group": 1, "rank": 2, "channel": 3}
+
+
 def table_rows(hw: Hardware) -> list[Row]:
+    """The table's rows with their latencies on `hw` (MAC -> MAC tMAC: the hardware's
+    mac_interval), less those another row implies: a row whose (prev, next) has another row, no
+    window on either, of a scope that holds its own and a latency at least as long (MAC -> MAC
+    in the bank group, tCCD_L, under MAC -> MAC channel-wide, tMAC; of two equal rows the first
+    is kept). The model's constraints are the same, and fewer: a command type whose rows to
+    itself are then all channel-wide gets its NoOverlap (module docstring)."""
     t = hw.timing
-    return [
+    rows = [
         Row(
             c.prev,
             c.next,
             c.scope,
-            hw.mac_interval if (c.prev, c.next) == ("MAC", "MAC") else t.latency_of(c),
+            hw.mac_interval if (c.prev, c.next, c.latency) == ("MAC", "MAC", "tMAC") else t.latency_of(c),
             c.window or 0,
         )
         for c in t.constraints
     ]
+
+    def implied(i: int, r: Row) -> bool:
+        return not r.win and any(
+            j != i
+            and not q.win
+            and (q.prev, q.next) == (r.prev, r.next)
+            and _WIDTH[q.scope] >= _WIDTH[r.scope]
+            and q.lat >= r.lat
+            and (q.lat > r.lat or _WIDTH[q.scope] > _WIDTH[r.scope] or j < i)
+            for j, q in enumerate(rows)
+        )
+
+    return [r for i, r in enumerate(rows) if not implied(i, r)]
 
 
 def units(x: Command, scope: str) -> list[tuple[str, int]]:

@@ -13,7 +13,10 @@ the tFAW window needs the fifth ACT to be otherwise legal at tFAW (hbm2-pim: 4 x
 fpga-proto has only 4 banks, so the fifth ACT re-opens a bank after tRC): tFAW := that gap + 3;
 the link rows (latency tLINK, 2 cycles on every preset) are dominated by the turnaround and tCCD
 rows of the same pair, so the link is narrowed until tLINK = the largest of those + 3
-(host.link_bytes_per_cycle := burst_bytes / that).
+(host.link_bytes_per_cycle := burst_bytes / that). The read-to-read rows of MAC (MAC and RDACC
+are column reads) are dominated by the device's own MAC rows: MAC->RDACC by tMACL (so tMACL := 1),
+MAC->MAC in the rank by tMAC (tMAC := 1), ACT->MAC tRCDRD by a longer tRCDMAC (gddr6-aim: tRCDMAC
+:= tRCDRD).
 """
 
 from __future__ import annotations
@@ -139,6 +142,13 @@ def _overrides(hw, row) -> list[str]:
         ]
         need = max(others, default=0) + 3
         return [f"host.link_bytes_per_cycle={hw.organization.burst_bytes / need!r}"]
+    pair = (row["prev"], row["next"], row["latency"])
+    if pair in (("MAC", "RDACC", "tCCD_L"), ("MAC", "RDACC", "tCCD_S")):
+        return ["timing.params.tMACL=1"]
+    if pair == ("MAC", "MAC", "tCCD_S"):
+        return ["timing.params.tMAC=1"]
+    if pair == ("ACT", "MAC", "tRCDRD") and p["tRCDMAC"] > p["tRCDRD"]:
+        return [f"timing.params.tRCDMAC={p['tRCDRD']}"]
     if row["prev"] == row["next"] == "ACT" and row["scope"] == "channel":  # the row bus: tRRD out of its way
         return ["timing.params.tRRD_S=1", "timing.params.tRRD_L=1"]
     if row["prev"] == row["next"] == "ACT" and row["scope"] == "bank" and p["tRAS"] + p["tRP"] > p["tRC"]:
