@@ -15,6 +15,9 @@ Mistral-7B, OPT-6.7B, GPT-2) at batch 1-4 and a context up to 2,048 on 16-128 ch
 LLM preset, timing only. Every method compiles it and the simulator runs it; checked:
 
   sim        simulated cycles = predicted, 0 violations (the simulator raises on one);
+  standard   (small and large) the command log checked against the standard's rule list
+             (sim.stdcheck: hwmodel/standards/, written from JEDEC and Ramulator 2.1's device
+             models, not from our timing table), refresh counts included;
   bound      the hardware bound is not above the program, nor CP-SAT's proven bound (less the
              largest task tail, the report's bound_cycles);
   values     outputs within the reference's tolerance and equal to the bit-true model (where
@@ -42,6 +45,7 @@ from ir.models import PRESETS as MODELS
 from pimsat.instance import Instance
 from pimsat.pipeline import InfeasibleError, SolveOptions, run
 from pimsat.report import proven_bound
+from sim.stdcheck import check_log
 
 PRESETS = ("hbm2-pim", "gddr6-aim", "hbm3-pim", "fpga-proto")
 SMALL_ORG = {
@@ -148,16 +152,27 @@ def draw_llm(rng: random.Random) -> tuple[dict, str, list[str]]:
 
 
 def check(
-    inst: Instance, time_limit: float, functional: bool | None = None
+    inst: Instance, time_limit: float, functional: bool | None = None, standard: bool = True
 ) -> tuple[dict[str, int], list[str], list[str]]:
-    """Every method's cycles, what failed and what to note."""
+    """Every method's cycles, what failed and what to note. `standard`: record the command log
+    and check it against the standard's rule list (sim.stdcheck)."""
     cycles, failed, notes = {}, [], []
     for method in METHODS:
-        opts = SolveOptions(method=method, time_limit=time_limit, groups=2, functional=functional, record=None)
+        opts = SolveOptions(
+            method=method, time_limit=time_limit, groups=2, functional=functional, record=True if standard else None
+        )
         r = run(inst, opts)
         predicted, simulated = r.compiled.predicted_cycles, int(r.sim.cycles)
         if simulated != predicted:
             failed.append(f"sim: {method} simulated {simulated}, predicted {predicted}")
+        if standard:
+            broken = check_log(r.sim.log, r.hardware)
+            if broken:
+                v = broken[0]
+                failed.append(
+                    f"standard: {method} {len(broken)} violations, the first at cycle {v.cycle} channel {v.channel} "
+                    f"bank {v.bank} {v.command}: {v.text} ({v.source}), needed {v.needed}, actual {v.actual}"
+                )
         if r.bounds.cycles > simulated:
             failed.append(f"bound: {method} bound {r.bounds.cycles} above the program's {simulated}")
         proven = proven_bound(r)  # CP-SAT's, less the largest task tail: the report's bound_cycles
@@ -190,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         inst = Instance(name=f"whatif-{seed}", program=program, hardware={"preset": preset, "set": sets})
         what = f"program: {json.dumps(program)} on {preset}, set: {json.dumps(sets)}"
         try:
-            cycles, failed, notes = check(inst, args.time_limit, False if args.size == "llm" else None)
+            llm = args.size == "llm"  # (timing only, and no command log: a layer issues millions)
+            cycles, failed, notes = check(inst, args.time_limit, False if llm else None, standard=not llm)
         except InfeasibleError as e:
             tally["does not fit"] += 1
             print(f"{seed}: does not fit: {str(e).splitlines()[0][:160]}", flush=True)
