@@ -174,6 +174,12 @@ def timing_case(hw: Hardware, k: int, tables) -> GeneratedTest | None:
     body = [*setup, prev]
     if n == ACT and p == ACT and pb == xb:
         body.append(make("PRE", mask=1 << xb))  # the bank must close between its two activates
+    if p == ACT and n == REF:
+        body.append(make("PRE", mask=1 << pb))  # a REF needs every bank precharged
+        # ... and tRAS + tRP = tRC on the prototype: PRE -> REF tRP would bind in the same cycle;
+        # a shorter tRAS leaves tRC the one row that binds
+        t = hw.timing
+        hw = prototype([f"timing.params.tRAS={t.p('tRC') - t.p('tRP') - 3}"])
     body.append(_cmd(hw, n, xb))
     name = tables.names[k]
     slug = name.replace("->", "-").replace(" + ", "+").replace(" - ", "-").replace(" ", "_")

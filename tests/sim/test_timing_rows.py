@@ -8,7 +8,8 @@ channel rows. Set-up issued unstamped at the start, long before T0: ACT of the b
 open, a WRGB if a MAC needs the global buffer; afterwards PRE of every open bank.
 
 Rows another row dominates on a preset get a documented parameter override so the tested row
-binds: ACT->ACT bank tRC needs tRAS + tRP <= tRC (hbm3-pim: 45 + 19 > 63, so tRAS := tRC - tRP);
+binds: ACT->ACT bank and ACT->REF rank tRC need tRAS + tRP <= tRC (hbm3-pim: 45 + 19 > 63, so
+tRAS := tRC - tRP; the row is closed between the two);
 the tFAW window needs the fifth ACT to be otherwise legal at tFAW (hbm2-pim: 4 x tRRD_S = 16 > 15;
 fpga-proto has only 4 banks, so the fifth ACT re-opens a bank after tRC): tFAW := that gap + 3;
 the link rows (latency tLINK, 2 cycles on every preset) are dominated by the turnaround and tCCD
@@ -88,7 +89,7 @@ def _scenario(hw, row, gap):
     prev_i = _cmd(hw, prev, bp, T0)
     if row.get("window"):
         return _window_scenario(hw, gap)
-    if prev == "ACT" and nxt == "ACT" and scope == "bank":
+    if prev == "ACT" and (nxt == "ACT" and scope == "bank" or nxt == "REF"):  # its row closed first
         middle.append(make("PRE", mask=1 << bp))
     next_i = _cmd(hw, nxt, bn, T0 + gap)
     state = set(opened)
@@ -99,6 +100,8 @@ def _scenario(hw, row, gap):
             state.discard(b)
     if prev == "ACT" and nxt == "ACT" and scope == "bank":
         state = {bp}
+    if prev == "ACT" and nxt == "REF":
+        state = set()
     cleanup = [make("PRE", mask=1 << b) for b in sorted(state)]
     return setup + [prev_i] + middle + [next_i] + cleanup
 
@@ -151,7 +154,9 @@ def _overrides(hw, row) -> list[str]:
         return [f"timing.params.tRCDMAC={p['tRCDRD']}"]
     if row["prev"] == row["next"] == "ACT" and row["scope"] == "channel":  # the row bus: tRRD out of its way
         return ["timing.params.tRRD_S=1", "timing.params.tRRD_L=1"]
-    if row["prev"] == row["next"] == "ACT" and row["scope"] == "bank" and p["tRAS"] + p["tRP"] > p["tRC"]:
+    if (row["prev"], row["next"], row["scope"]) in (("ACT", "ACT", "bank"), ("ACT", "REF", "rank")) and p["tRAS"] + p[
+        "tRP"
+    ] > p["tRC"]:
         return [f"timing.params.tRAS={p['tRC'] - p['tRP']}"]
     if row.get("window"):
         other = _fifth_without_window(hw)
