@@ -42,3 +42,30 @@ def test_the_checks_pass_on_a_host_split_and_a_run_of_cases(capsys):
     assert failed == [] and cycles["cpsat"] <= cycles["greedy"] <= cycles["naive"], (cycles, failed)
     assert main(["--seed", "3", "--count", "3", "--time-limit", "5"]) == 0
     assert "3 cases (small, seeds 3..5)" in capsys.readouterr().out
+
+
+def test_the_standard_check_refuses_what_a_loosened_table_lets_through():
+    """Our table's ACT -> REF row cut to 1 cycle (an override): the simulator then accepts REF
+    blocks that come before the row cycle time is out, and the fuzz's check against the
+    standard's rule list (sim.stdcheck, which never reads our table) still refuses them. This is
+    the program of large case 90, which found the row missing."""
+    from hwmodel import load_hardware
+
+    rows = load_hardware("gddr6-aim").timing.constraints
+    i = next(k for k, c in enumerate(rows) if (c.prev, c.next, c.scope) == ("ACT", "REF", "rank"))
+    inst = Instance(
+        name="loosened",
+        program={"kind": "gemv", "n": 256, "k": 1024, "batch": 8, "bias": False},
+        hardware={
+            "preset": "gddr6-aim",
+            "set": [
+                "organization.channels=1",
+                "pim.global_buffer_bytes=4096",
+                "host.link_bytes_per_cycle=2",
+                f"timing.constraints[{i}].latency=1",
+            ],
+        },
+    )
+    _cycles, failed, _notes = check(inst, time_limit=5.0)
+    assert any(f.startswith("standard: greedy") and "nRC" in f for f in failed), failed
+    assert not any(f.startswith("sim:") for f in failed), failed
