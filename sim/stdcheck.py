@@ -355,8 +355,29 @@ def _refresh(out: list, ch: _Channel, channel: int, ref: dict, values: dict, all
             )
 
 
-def check_log(log: np.ndarray, hw, standard: str | None = None, options: CheckOptions | None = None) -> list[Violation]:
-    """Every violation of the standard's rules in a command log (sim.result.LOG_DTYPE)."""
+@dataclass(frozen=True)
+class Rule:
+    """One rule of a standard on a device: our commands on each side (indices into COMMANDS, and
+    whether the command must name every bank: a PREA), its scope, its latency in cycles."""
+
+    name: str
+    prev: tuple[tuple[tuple[int, ...], bool], ...]
+    next: tuple[tuple[tuple[int, ...], bool], ...]
+    scope: str
+    latency: int
+    window: int
+    text: str
+    source: str
+
+
+def resolved_rules(hw, standard: str | None = None, options: CheckOptions | None = None) -> list[Rule]:
+    """The standard's timing rules as check_log applies them to `hw`'s logs: mapped to our
+    commands (rules whose commands we never issue left out), latencies evaluated with the
+    preset's values (or the standard's)."""
+    return _setup(hw, standard, options)[0]
+
+
+def _setup(hw, standard: str | None, options: CheckOptions | None):
     opts = options or CheckOptions()
     std = load_standard(standard or standard_for(hw))
     values = parameter_values(hw, std, opts)
@@ -382,11 +403,28 @@ def check_log(log: np.ndarray, hw, standard: str | None = None, options: CheckOp
         text = f"{','.join(r['prev'])} -> {','.join(r['next'])} same {r['scope']} >= {r['latency']}" + (
             f" (window {r['window']})" if r.get("window") else ""
         )
-        rules.append((r, prev, nxt, evaluate(r["latency"], values), text))
+        rules.append(
+            Rule(
+                r["name"],
+                tuple(prev),
+                tuple(nxt),
+                r["scope"],
+                evaluate(r["latency"], values),
+                int(r.get("window") or 1),
+                text,
+                r["source"],
+            )
+        )
     ref = std.get("refresh")
     allowed = list(ref.get("allowed_during_rfc", [])) if ref else []
     if ref and gb_path:
         allowed += ref.get("allowed_during_rfc_with_dedicated_gb_path", [])
+    return rules, std, values, opts, ref, allowed
+
+
+def check_log(log: np.ndarray, hw, standard: str | None = None, options: CheckOptions | None = None) -> list[Violation]:
+    """Every violation of the standard's rules in a command log (sim.result.LOG_DTYPE)."""
+    rules, std, values, opts, ref, allowed = _setup(hw, standard, options)
     out: list[Violation] = []
     if len(log) == 0:
         return out
@@ -400,15 +438,15 @@ def check_log(log: np.ndarray, hw, standard: str | None = None, options: CheckOp
             rows = rows[np.argsort(rows["cycle"], kind="stable")]
         ch = _Channel(rows, hw.organization)
         cache: dict = {}
-        for r, prev, nxt, lat, text in rules:
-            kp, kn = repr(prev), repr(nxt)
+        for r in rules:
+            kp, kn = repr(r.prev), repr(r.next)
             if kp not in cache:
-                cache[kp] = _select(ch, prev)
+                cache[kp] = _select(ch, r.prev)
             if kn not in cache:
-                cache[kn] = _select(ch, nxt)
-            hit = _pairs(ch, cache[kp], cache[kn], r["scope"], lat, int(r.get("window") or 1))
+                cache[kn] = _select(ch, r.next)
+            hit = _pairs(ch, cache[kp], cache[kn], r.scope, r.latency, r.window)
             if hit is not None:
-                _emit(out, ch, channel, hit, r["scope"], r["name"], text, r["source"], lat)
+                _emit(out, ch, channel, hit, r.scope, r.name, r.text, r.source, r.latency)
         if ref and opts.refresh:
             _refresh(out, ch, channel, ref, values, allowed, end)
     pcs = std.get("pseudo_channel_pairs")
