@@ -146,7 +146,12 @@ def _timing(hws: list[Hardware]) -> list[str]:
                 *(hw.timing.latency_of(c) if c.when in (None, hw.pim.gb_write_path) else "—" for hw in hws),
             ]
         )
-    return [
+    own = []
+    for hw in hws:
+        n = len([r for r in family_timing_table() if r.get("when") in (None, hw.pim.gb_write_path)])
+        for c in hw.timing.constraints[n:]:
+            own.append([hw.name, c.prev, c.next, c.scope, f"`{c.latency}`", c.window or "", hw.timing.latency_of(c)])
+    out = [
         "## Timing table of the family",
         "",
         "A command `next` to a target in the same `scope` as an earlier `prev` issues no earlier "
@@ -157,6 +162,15 @@ def _timing(hws: list[Hardware]) -> list[str]:
         *_table(["prev", "next", "scope", "latency", "window", "when", *(hw.name for hw in hws)], rows),
         "",
     ]
+    if own:
+        out += [
+            "A preset's own rows (`timing.device_rows`: rules of its vendor's model the family's "
+            "other devices do not have), after the family's:",
+            "",
+            *_table(["preset", "prev", "next", "scope", "latency", "window", "cycles"], own),
+            "",
+        ]
+    return out
 
 
 def _param_rows(hw: Hardware) -> dict[str, object]:

@@ -109,12 +109,19 @@ _ROW_FIELDS = ("prev", "next", "scope", "latency", "window", "when")
 
 def _with_rows(data: dict[str, Any]) -> None:
     """The device's timing-table rows written into `data` (as hardware_from_dict adds them), so an
-    override can name one by its index."""
+    override can name one by its index: the family's rows, then the device's own
+    (`timing.device_rows` of a preset: rules of one device's vendor model that the family's other
+    devices do not have, each citing its source)."""
     timing = data.get("timing")
-    if isinstance(timing, dict) and "constraints" not in timing:
+    if not isinstance(timing, dict):
+        return
+    own = timing.pop("device_rows", None) or []
+    if "constraints" not in timing:
         pim = data.get("pim")
         path = pim.get("gb_write_path", "data_bus") if isinstance(pim, dict) else "data_bus"
         timing["constraints"] = [dict(r) for r in family_timing_table() if r.get("when") in (None, path)]
+    if own:
+        timing["constraints"] = [*timing["constraints"], *(dict(r) for r in own)]
 
 
 def one_line(source: str, err: ValidationError, prefix: str = "") -> str:
