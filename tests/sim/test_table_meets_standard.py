@@ -5,7 +5,9 @@ that preset, also under each single override the what-if fuzz draws: a row for t
 commands, no window, a scope that holds the rule's and a latency at least the rule's. A rule our
 table does not imply is a program our simulator would accept and the standard refuse; the fuzz
 found three such holes by their programs (docs/results.md, "Random what-ifs against the
-standard's rule list"), this finds them by the rows."""
+standard's rule list"), this finds them by the rows. Not rows and not checked here: the refresh
+counts (owed, pulled in, interval) and the pseudo-channel pair rules, which the simulator and the
+checker each count on their own (tests/sim/test_per_bank_refresh.py, test_shared_bus.py)."""
 
 from __future__ import annotations
 
