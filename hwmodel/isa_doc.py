@@ -10,7 +10,7 @@ from pathlib import Path
 from .isa import ISA
 from .isa_asm import HEX_FIELDS
 from .isa_codec import HEADER_BYTES, LAYOUTS, MAGIC, RECORD_BYTES, WORD_BYTES
-from .loader import family_timing_table, load_hardware, preset_names
+from .loader import family_rows, family_timing_table, load_hardware, preset_names
 from .model import Hardware, TimingConstraint
 
 REGENERATE = "python -m hwmodel.isa_doc > docs/isa.md"
@@ -148,8 +148,7 @@ def _timing(hws: list[Hardware]) -> list[str]:
         )
     own = []
     for hw in hws:
-        n = len([r for r in family_timing_table() if r.get("when") in (None, hw.pim.gb_write_path)])
-        for c in hw.timing.constraints[n:]:
+        for c in hw.timing.constraints[len(family_rows(hw.pim.gb_write_path)) :]:
             own.append([hw.name, c.prev, c.next, c.scope, f"`{c.latency}`", c.window or "", hw.timing.latency_of(c)])
     out = [
         "## Timing table of the family",

@@ -38,6 +38,12 @@ def family_timing_table() -> list[dict[str, Any]]:
     return yaml.load((PRESET_DIR / _TABLE_FILE).read_text(), Loader=loader)  # noqa: S506
 
 
+def family_rows(gb_write_path: str) -> list[dict[str, Any]]:
+    """The family's rows that hold on a device with that pim.gb_write_path (a preset's own rows,
+    timing.device_rows, come after them)."""
+    return [r for r in family_timing_table() if r.get("when") in (None, gb_write_path)]
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     data = load_file(path, HardwareError, kind="yaml")
     if not isinstance(data, dict):
@@ -119,7 +125,7 @@ def _with_rows(data: dict[str, Any]) -> None:
     if "constraints" not in timing:
         pim = data.get("pim")
         path = pim.get("gb_write_path", "data_bus") if isinstance(pim, dict) else "data_bus"
-        timing["constraints"] = [dict(r) for r in family_timing_table() if r.get("when") in (None, path)]
+        timing["constraints"] = [dict(r) for r in family_rows(path)]
     if own:
         timing["constraints"] = [*timing["constraints"], *(dict(r) for r in own)]
 

@@ -30,8 +30,13 @@ def round_shift(hw: Hardware) -> int:
     one channel: no pair)."""
     if not hw.organization.shared_bus or hw.organization.channels < 2:
         return 0
+    rec = round_records(hw)
+    return bus.smallest_shift(rec, rec, bus.act_bus_cycles(hw))
+
+
+def round_records(hw: Hardware) -> np.ndarray:
+    """The bus records (hwmodel/bus.py) of a refresh round between tasks issued at cycle 0."""
     seq = refresh_round(hw, 0)
     cycles = np.array([ins.cycle for ins in seq], dtype=np.int64)
     cmds = np.array([COMMANDS.index(ins.op) for ins in seq], dtype=np.int64)
-    rec = bus.records_from_commands(cycles, cmds, np.arange(len(seq), dtype=np.int64))
-    return bus.smallest_shift(rec, rec, bus.act_bus_cycles(hw))
+    return bus.records_from_commands(cycles, cmds, np.arange(len(seq), dtype=np.int64))

@@ -19,8 +19,8 @@ import numpy as np
 
 from hwmodel import Hardware, bus
 from hwmodel.isa import Instruction
-from hwmodel.model import COMMANDS
 
+from .pair_bus import round_records
 from .refresh_points import refresh_round, round_cycles
 from .task_timing import TaskTiming
 
@@ -38,7 +38,7 @@ def fill_rounds(hw: Hardware, timings: dict[int, TaskTiming], end: int) -> dict[
     length = round_cycles(hw)
     shared = hw.organization.shared_bus
     act_w = bus.act_bus_cycles(hw)
-    one = _records(refresh_round(hw, 0))
+    one = round_records(hw)
     fills: dict[int, tuple[int, ...]] = {}
     for c in sorted(timings):
         if counts[c] == n:
@@ -74,12 +74,6 @@ def filled(hw: Hardware, starts: tuple[int, ...]) -> tuple[list[Instruction], li
     """The refresh rounds at `starts` and the relative issue cycle of each of their commands."""
     seq = [ins for s in starts for ins in refresh_round(hw, s)]
     return seq, [ins.cycle for ins in seq]
-
-
-def _records(seq: list[Instruction]) -> np.ndarray:
-    cycles = np.array([ins.cycle for ins in seq], dtype=np.int64)
-    cmds = np.array([COMMANDS.index(ins.op) for ins in seq], dtype=np.int64)
-    return bus.records_from_commands(cycles, cmds, np.arange(len(seq), dtype=np.int64))
 
 
 def _shifted(records: np.ndarray, s: int) -> np.ndarray:
