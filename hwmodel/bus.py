@@ -220,11 +220,11 @@ def collision(a: np.ndarray, b: np.ndarray, shift: int, act_w: int) -> np.ndarra
     return None if c < 0 else out
 
 
-def smallest_shift(a: np.ndarray, b: np.ndarray, act_w: int) -> int:
-    """The smallest shift >= 0 of `b` against `a` at which no two commands share a bus cycle."""
+def smallest_shift(a: np.ndarray, b: np.ndarray, act_w: int, start: int = 0) -> int:
+    """The smallest shift >= `start` of `b` against `a` at which no two commands share a bus cycle."""
     if len(a) == 0 or len(b) == 0:
-        return 0
-    shift = 0
+        return start
+    shift = start
     out = np.zeros(6, dtype=np.int64)
     while first_collision(a, b, np.int64(shift), ROW_BUS, np.int64(act_w), out) >= 0:
         shift += 1

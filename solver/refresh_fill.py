@@ -60,7 +60,7 @@ def fill_rounds(hw: Hardware, timings: dict[int, TaskTiming], end: int) -> dict[
         for k in range(counts[c], n):
             s = max(target[k], earliest)
             if partner is not None:
-                s = _free(partner, one, s, act_w)
+                s = bus.smallest_shift(partner, one, act_w, s)  # a round meeting none of its commands
             if s + length > end:
                 break
             starts.append(s)
@@ -80,12 +80,3 @@ def _shifted(records: np.ndarray, s: int) -> np.ndarray:
     out = records.copy()
     out[:, bus.O_T0] += s
     return out
-
-
-def _free(partner: np.ndarray, one: np.ndarray, s: int, act_w: int) -> int:
-    """The first cycle from `s` at which a round (records `one`, from 0) meets none of the
-    partner's commands on the bus."""
-    out = np.zeros(6, dtype=np.int64)
-    while bus.first_collision(partner, one, np.int64(s), bus.ROW_BUS, np.int64(act_w), out) >= 0:
-        s += 1
-    return s

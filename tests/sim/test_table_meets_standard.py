@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from itertools import product
 from pathlib import Path
 
 import pytest
@@ -62,18 +63,15 @@ def unmet(hw) -> list[str]:
             # ... to a REF as well: our REF needs every bank of the channel precharged, so an ACT
             # is followed by its PRE (tRAS) and tRP before any REF, far beyond the 2 cycles
             r = replace(r, next=tuple(s for s in r.next if COMMANDS.index("REF") not in s[0]))
-        for prev_cmds, prev_all in r.prev:
-            for next_cmds, next_all in r.next:
-                need = WIDTH["bank"] if prev_all or next_all else _width(hw, r.scope)
-                for a in (COMMANDS[p] for p in prev_cmds):
-                    for b in (COMMANDS[n] for n in next_cmds):
-                        if "WRGB" in (a, b) and need <= WIDTH["bank_group"]:
-                            continue  # the checker's WRGB names no bank: such a rule never holds for it
-                        if not any(
-                            (q[0], q[1]) == (a, b) and q[2] >= need and q[3] >= r.latency and q[4] == r.window
-                            for q in rows
-                        ):
-                            out.append(f"{a} -> {b} {r.scope} >= {r.latency} ({r.name}: {r.text})")
+        for (prev_cmds, prev_all), (next_cmds, next_all) in product(r.prev, r.next):
+            need = WIDTH["bank"] if prev_all or next_all else _width(hw, r.scope)
+            for a, b in product((COMMANDS[p] for p in prev_cmds), [COMMANDS[n] for n in next_cmds]):
+                if "WRGB" in (a, b) and need <= WIDTH["bank_group"]:
+                    continue  # the checker's WRGB names no bank: such a rule never holds for it
+                if not any(
+                    (q[0], q[1]) == (a, b) and q[2] >= need and q[3] >= r.latency and q[4] == r.window for q in rows
+                ):
+                    out.append(f"{a} -> {b} {r.scope} >= {r.latency} ({r.name}: {r.text})")
     return sorted(set(out))
 
 
