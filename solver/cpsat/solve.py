@@ -10,10 +10,10 @@ Order of work (each step deterministic):
  3. the solver-free lower bound; if it meets the hint, the hint is optimal and no model is built;
  4. the model: modes -> precedence -> resources -> capacity -> makespan -> refresh ->
     symmetry -> objective; then the complete hint (every variable);
- 5. solve with `num_workers`, `random_seed`, `max_time_in_seconds` (and the deterministic
-    interleaved search, see `solve_cpsat`); the hard wall-clock guard is
-    a timer thread plus the solution callback, both calling StopSearch past
-    time_limit + margin; the callbacks record (t, incumbent, bound) and feed `progress`;
+ 5. solve with `num_workers`, `random_seed` (and the deterministic interleaved search, see
+    `solve_cpsat`); the wall-clock limit is `watchdog.Watchdog`, a timer thread calling
+    StopSearch at `time_limit` outside the window where OR-Tools aborts on a stop; the
+    callbacks record (t, incumbent, bound) and feed `progress`;
  6. status mapping; on UNKNOWN with a hint, the hint is returned as FEASIBLE.
 """
 
@@ -37,6 +37,7 @@ from solver.cpsat.precedence import add_precedence
 from solver.cpsat.refresh import add_refresh
 from solver.cpsat.resources import add_resources
 from solver.cpsat.symmetry import add_symmetry_breaking, canonical_hint
+from solver.cpsat.watchdog import Watchdog
 from solver.heuristics import schedule_with_modes, solve_greedy
 from solver.index import ProblemIndex, problem_index, solution_makespan
 from solver.problem import EARLIER_INCUMBENTS, Method, SchedulingProblem, SearchEnd, Solution, Status
@@ -98,19 +99,17 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
     """Records (t, incumbent, bound), the last KEPT_INCUMBENTS improving solutions (`capture`
     reads one), and enforces the hard wall-clock limit."""
 
-    def __init__(self, t0: float, hard_deadline: float, progress: Progress | None, capture=None):
+    def __init__(self, t0: float, progress: Progress | None, capture=None):
         super().__init__()
         self.capture = capture
         self.incumbents: list[tuple[int, dict[str, str], dict[str, int]]] = []
         self.t0 = t0
-        self.hard_deadline = hard_deadline
         self.progress = progress
         self.history: list[tuple[float, int | None, int | None]] = []
         self.incumbent: int | None = None
         self.bound: int | None = None
         self.lock = threading.Lock()
         self.progress_error: Exception | None = None
-        self.stopped_by_guard = False
 
     def _emit(self, t: float) -> None:
         self.history.append((t, self.incumbent, self.bound))
@@ -132,9 +131,6 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
             if improving and self.capture is not None:
                 self.incumbents = [*self.incumbents[-(KEPT_INCUMBENTS - 1) :], (obj, *self.capture(self))]
             self._emit(now - self.t0)
-        if now > self.hard_deadline:
-            self.stopped_by_guard = True
-            self.StopSearch()
 
     def on_bound(self, b: float) -> None:
         now = time.perf_counter()
@@ -210,9 +206,10 @@ def solve_cpsat(
     task: the default batch size took 2.4x longer over the test set), so `workers` only matters
     with `deterministic=False`: CP-SAT's classic parallel portfolio, faster on many cores but
     not reproducible (which of several optimal schedules comes back depends on thread timing).
-    `guard_margin`: seconds past `time_limit` after which the watchdog stops the search
-    (default max(0.5, 10 % of the limit)). `params`: extra CP-SAT parameters (name -> value),
-    applied last.
+    `guard_margin`: the longest the watchdog waits past `time_limit` for CP-SAT to leave the
+    window where a stop aborts it (default max(5 s, 10 % of the limit); it then stops anyway).
+    `params`: extra CP-SAT parameters (name -> value), applied last (a `max_time_in_seconds`
+    there is CP-SAT's own limit, which the watchdog cannot defer).
     """
     t0 = time.perf_counter()
     notes: list[str] = []
@@ -293,9 +290,10 @@ def solve_cpsat(
     # the search and re-installs the default action afterwards, so a later Ctrl-C killed pimsat
     prm.catch_sigint_signal = False
     prm.random_seed = int(seed)
-    elapsed = time.perf_counter() - t0
-    prm.max_time_in_seconds = max(0.05, time_limit - elapsed)
-    prm.log_search_progress = bool(log_search)
+    # no wall-clock limit of CP-SAT's own: the watchdog below is the limit (see watchdog.py for the
+    # OR-Tools abort it avoids); it reads the search's phases from the log
+    prm.log_search_progress = True
+    prm.log_to_stdout = bool(log_search)
     if deterministic:
         prm.interleave_search = True
         prm.interleave_batch_size = 1
@@ -303,26 +301,20 @@ def solve_cpsat(
         prm.max_deterministic_time = float(deterministic_time)
     for k, v in (params or {}).items():
         setattr(prm, k, v)
-    margin = guard_margin if guard_margin is not None else max(0.5, 0.1 * time_limit)
-    hard_deadline = t0 + time_limit + margin
-    rec = _Recorder(t0, hard_deadline, progress, lambda cb: _assignment(problem, ctx, cb.value, cb.boolean_value))
+    max_defer = guard_margin if guard_margin is not None else max(5.0, 0.1 * time_limit)
+    rec = _Recorder(t0, progress, lambda cb: _assignment(problem, ctx, cb.value, cb.boolean_value))
     rec.history = history
     rec.bound = lb
     if hint_obj is not None:
         rec.incumbent = hint_obj
     solver.best_bound_callback = rec.on_bound
-
-    def _guard() -> None:
-        rec.stopped_by_guard = True
-        solver.stop_search()
-
-    timer = threading.Timer(max(0.0, hard_deadline - time.perf_counter()), _guard)
-    timer.daemon = True
-    timer.start()
+    watchdog = Watchdog(solver.stop_search, t0 + time_limit, max_defer)
+    solver.log_callback = watchdog.on_log
+    watchdog.start()
     try:
         code = solver.solve(ctx.model, rec)
     finally:
-        timer.cancel()
+        watchdog.cancel()
     status = _STATUS.get(code, Status.UNKNOWN)
     det_used, wall_used = float(solver.deterministic_time), float(solver.wall_time)
     end = SearchEnd.proof
@@ -337,11 +329,16 @@ def solve_cpsat(
         else:
             end = SearchEnd.wall_clock
             budget = "no" if deterministic_time is None else f"{float(deterministic_time):g}"
-            by = "the wall-clock guard" if rec.stopped_by_guard else "the wall clock"
             notes.append(
-                f"search cut short by {by} ({wall_used:.1f} s, {det_used:.2f} of {budget} "
+                f"search cut short by the wall clock ({wall_used:.1f} s, {det_used:.2f} of {budget} "
                 "deterministic s): not reproducible, the result depends on the machine's load"
             )
+    if watchdog.deferred_s > 0:
+        notes.append(
+            f"the time limit's stop waited {watchdog.deferred_s:.2f} s for CP-SAT to start its search"
+            + (" and was then forced" if watchdog.forced else "")
+            + " (OR-Tools aborts on a stop while it loads the presolved model with a hint)"
+        )
     if rec.progress_error is not None:
         notes.append(f"progress callback disabled after error: {rec.progress_error!r}")
 
