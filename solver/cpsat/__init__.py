@@ -9,7 +9,8 @@ objective.py   makespan
 symmetry.py    ordering of interchangeable groups (only when provably valid)
 hints.py       complete hints
 index.py       validation, heads/tails, solver-free bounds (no OR-Tools)
-solve.py       solve_cpsat: watchdog, history, status mapping
+solve.py       solve_cpsat: history, status mapping
+watchdog.py    the wall-clock limit, kept out of the window where a stop aborts OR-Tools
 """
 
 from solver.cpsat.solve import build_model, solve_cpsat
