@@ -27,14 +27,9 @@ from whatif_fuzz import OVERRIDES, PRESETS  # noqa: E402
 
 WIDTH = {"bank": 0, "bank_group": 1, "rank": 2, "channel": 3}
 # every override the fuzz draws that moves a latency: timing parameters, the link (tLINK) and the
-# write path (which rows hold). Not yet met, open: an HBM-PIM preset with a dedicated buffer write
-# path (pim.gb_write_path=dedicated) loses, with the MAC <-> WRGB turnarounds the option removes,
-# the rows of MAC and RDACC as column reads that the HBM2 standard keeps (ACT -> RDACC nRCDRD,
-# MAC -> WR read-to-write): the family ties them to the data-bus path, they belong to the
-# HBM-PIM design. gddr6-aim is dedicated as shipped and meets its own standard.
-TIMING = [
-    o for o in OVERRIDES if o.startswith(("timing.params.", "host.link_bytes_per_cycle=", "pim.gb_write_path=data_bus"))
-]
+# write path (which rows hold). The HBM-PIM presets keep their MAC/RDACC column-read rows under a
+# dedicated buffer write path as device rows (the family ties them to the data-bus path).
+TIMING = [o for o in OVERRIDES if o.startswith(("timing.params.", "host.link_bytes_per_cycle=", "pim.gb_write_path="))]
 
 
 def _width(hw, scope: str) -> int:
