@@ -328,7 +328,7 @@ def select_program(
         )
         compiled = None  # (freed before the next decode: a large program's streams)
         # (a greedy solution's own message described the schedule not kept)
-        solution = _adopt(solution, best_alt, (solution.message + " " if solution.message and not same else "") + note)
+        solution = _adopt(solution, best_alt, (solution.message + "; " if solution.message and not same else "") + note)
         compiled = decode(problem, lowering, best_alt, placements=functional, lazy=lazy)
     if compiled is None:
         raise InfeasibleError(solution.message or f"{solution.method} found no schedule ({solution.status})")

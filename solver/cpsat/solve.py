@@ -333,7 +333,7 @@ def solve_cpsat(
                 f"search cut short by the wall clock ({wall_used:.1f} s, {det_used:.2f} of {budget} "
                 "deterministic s): not reproducible, the result depends on the machine's load"
             )
-    if watchdog.deferred_s > 0:
+    if watchdog.waited_for_window:
         notes.append(
             f"the time limit's stop waited {watchdog.deferred_s:.2f} s for CP-SAT to start its search"
             + (" and was then forced" if watchdog.forced else "")

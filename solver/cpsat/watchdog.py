@@ -16,7 +16,9 @@ So `solve_cpsat` gives CP-SAT no wall-clock limit of its own. This watchdog is t
 deadline it calls `stop_search`, except inside that window, which it reads from CP-SAT's log (from
 "Presolve summary" to "Starting ... search"). A stop that falls inside is issued when the window
 closes, at most `max_defer` seconds later (then regardless: a later OR-Tools may word its log
-differently). The deferral is reported (`deferred_s`).
+differently). The deferral is reported (`deferred_s`). A stop requested before CP-SAT has printed
+its first line waits for that line too: `CpSolver.stop_search` before `solve` has created its
+search does nothing, so a deadline that passed while the model was being built would be lost.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ class Watchdog:
     """Stops a solve at `deadline` (a `time.perf_counter()` instant), outside the unsafe window.
 
     Feed it CP-SAT's log lines (`on_log`, the solver's `log_callback`); `start()` before the
-    solve, `cancel()` after it. `request_stop()` never blocks: inside the window it leaves the
-    stop pending, and the line that closes the window (or the timer, `max_defer` later) issues it.
+    solve, `cancel()` after it. `request_stop()` never blocks: before CP-SAT's first line or
+    inside the window it leaves the stop pending, and the next line outside the window (or the
+    timer, `max_defer` later) issues it.
     """
 
     def __init__(
@@ -51,10 +54,12 @@ class Watchdog:
         self._echo = echo
         self._lock = threading.Lock()
         self._done = threading.Event()
+        self._started = False  # CP-SAT has printed a line: its search exists, a stop reaches it
         self._in_window = False
         self._pending_since: float | None = None
         self.fired = False  # a stop was issued (by the deadline or a request)
-        self.deferred_s = 0.0  # how long the stop waited for the window to close
+        self.deferred_s = 0.0  # how long the stop waited (for CP-SAT's first line or the window)
+        self.waited_for_window = False  # it was requested inside the window
         self.forced = False  # issued inside the window after max_defer
         self._thread: threading.Thread | None = None
 
@@ -62,23 +67,26 @@ class Watchdog:
     def on_log(self, line: str) -> None:
         if self._echo is not None:
             self._echo(line)
-        if WINDOW_OPENS.match(line):
-            with self._lock:
+        with self._lock:
+            self._started = True
+            if WINDOW_OPENS.match(line):
                 self._in_window = True
-        elif WINDOW_CLOSES.match(line):
-            with self._lock:
+            elif WINDOW_CLOSES.match(line):
                 self._in_window = False
+            pending = None
+            if not self._in_window:
                 pending, self._pending_since = self._pending_since, None
-            if pending is not None:
-                self._issue(time.perf_counter() - pending)
+        if pending is not None:
+            self._issue(time.perf_counter() - pending)
 
     # ---- stopping
     def request_stop(self) -> None:
         with self._lock:
             if self.fired or self._pending_since is not None:
                 return
-            if self._in_window:
+            if self._in_window or not self._started:
                 self._pending_since = time.perf_counter()
+                self.waited_for_window = self._in_window
                 return
         self._issue(0.0)
 

@@ -16,6 +16,7 @@ from solver.cpsat.symmetry import canonical_hint
 from solver.cpsat.watchdog import Watchdog
 from solver.heuristics import solve_greedy
 from solver.index import problem_index, solution_makespan
+from solver.problem import SearchEnd
 
 
 class _Stops:
@@ -30,9 +31,13 @@ def _far() -> float:
     return time.perf_counter() + 3600
 
 
+FIRST = "Starting CP-SAT solver v9.15.6755"
+
+
 def test_a_request_outside_the_window_stops_at_once():
     stop = _Stops()
     wd = Watchdog(stop, _far(), max_defer=5)
+    wd.on_log(FIRST)
     wd.on_log("Starting presolve at 0.00s")
     wd.request_stop()
     assert stop.n == 1 and wd.fired and wd.deferred_s == 0
@@ -43,17 +48,19 @@ def test_a_request_outside_the_window_stops_at_once():
 def test_a_request_inside_the_window_waits_for_the_search_to_start():
     stop = _Stops()
     wd = Watchdog(stop, _far(), max_defer=5)
+    wd.on_log(FIRST)
     wd.on_log("Presolve summary:")
     wd.request_stop()
     wd.on_log("Preloading model.")
     assert stop.n == 0 and not wd.fired
     wd.on_log("Starting deterministic search at 0.04s with 2 workers and batch size of 1.")
-    assert stop.n == 1 and wd.fired and wd.deferred_s > 0 and not wd.forced
+    assert stop.n == 1 and wd.fired and wd.deferred_s > 0 and wd.waited_for_window and not wd.forced
 
 
 def test_the_portfolio_search_closes_the_window_too():
     stop = _Stops()
     wd = Watchdog(stop, _far(), max_defer=5)
+    wd.on_log(FIRST)
     wd.on_log("Presolve summary:")
     wd.request_stop()
     wd.on_log("Starting search at 0.04s with 2 workers.")
@@ -63,6 +70,7 @@ def test_the_portfolio_search_closes_the_window_too():
 def test_the_deadline_stops_the_search():
     stop = _Stops()
     wd = Watchdog(stop, time.perf_counter() + 0.05, max_defer=5)
+    wd.on_log(FIRST)
     wd.start()
     time.sleep(0.5)
     wd.cancel()
@@ -91,6 +99,7 @@ def test_cancel_before_the_deadline_stops_nothing():
 def test_a_deadline_inside_the_window_is_issued_by_the_line_that_closes_it():
     stop = _Stops()
     wd = Watchdog(stop, time.perf_counter() + 0.05, max_defer=30)
+    wd.on_log(FIRST)
     wd.on_log("Presolve summary:")
     wd.start()
     time.sleep(0.3)
@@ -100,6 +109,29 @@ def test_a_deadline_inside_the_window_is_issued_by_the_line_that_closes_it():
     closer.join()
     wd.cancel()
     assert stop.n == 1 and 0.2 < wd.deferred_s < 5 and not wd.forced
+
+
+def test_a_deadline_passed_before_the_solve_started_is_issued_at_its_first_line():
+    """CpSolver.stop_search before solve() has created its search does nothing: the stop waits
+    for CP-SAT's first log line."""
+    stop = _Stops()
+    wd = Watchdog(stop, time.perf_counter() - 1, max_defer=30)
+    wd.start()
+    time.sleep(0.2)
+    assert stop.n == 0 and not wd.fired
+    wd.on_log(FIRST)
+    wd.cancel()
+    assert stop.n == 1 and wd.deferred_s >= 0.2 and not wd.forced and not wd.waited_for_window
+
+
+def test_solve_cpsat_keeps_a_limit_spent_while_building_the_model():
+    """time_limit 0: the deadline has passed when the search starts; CP-SAT is stopped at once,
+    and the greedy hint comes back (before the fix the stop was lost and the search ran on to
+    its proof)."""
+    p = random_problem(7, n_jobs=9, n_groups=3, refresh=True)
+    s = solve_cpsat(p, time_limit=0.0)
+    assert s.status.value == "FEASIBLE" and "returning the hint" in s.message
+    assert s.search_end == SearchEnd.wall_clock and check_solution(p, s) == []
 
 
 def _hinted_model():
