@@ -209,7 +209,8 @@ def solve_cpsat(
     `guard_margin`: the longest the watchdog waits past `time_limit` for CP-SAT to leave the
     window where a stop aborts it (default max(5 s, 10 % of the limit); it then stops anyway).
     `params`: extra CP-SAT parameters (name -> value), applied last (a `max_time_in_seconds`
-    there is CP-SAT's own limit, which the watchdog cannot defer).
+    there is CP-SAT's own limit, which the watchdog cannot defer; `log_search_progress=False`
+    hides the search's phases from the watchdog, whose stop then comes `guard_margin` late).
     """
     t0 = time.perf_counter()
     notes: list[str] = []
