@@ -97,7 +97,7 @@ def _assignment(problem: SchedulingProblem, ctx, value, boolean) -> tuple[dict[s
 
 class _Recorder(cp_model.CpSolverSolutionCallback):
     """Records (t, incumbent, bound), the last KEPT_INCUMBENTS improving solutions (`capture`
-    reads one), and enforces the hard wall-clock limit."""
+    reads one). The wall-clock limit is the watchdog's (watchdog.py)."""
 
     def __init__(self, t0: float, progress: Progress | None, capture=None):
         super().__init__()
@@ -334,7 +334,7 @@ def solve_cpsat(
                 f"search cut short by the wall clock ({wall_used:.1f} s, {det_used:.2f} of {budget} "
                 "deterministic s): not reproducible, the result depends on the machine's load"
             )
-    if watchdog.waited_for_window:
+    if watchdog.fired and watchdog.waited_for_window:
         notes.append(
             f"the time limit's stop waited {watchdog.deferred_s:.2f} s for CP-SAT to start its search"
             + (" and was then forced" if watchdog.forced else "")

@@ -60,7 +60,7 @@ class Watchdog:
         self.fired = False  # a stop was issued (by the deadline or a request)
         self.deferred_s = 0.0  # how long the stop waited (for CP-SAT's first line or the window)
         self.waited_for_window = False  # it was requested inside the window
-        self.forced = False  # issued inside the window after max_defer
+        self.forced = False  # issued max_defer after the request, still waiting (window or first line)
         self._thread: threading.Thread | None = None
 
     # ---- CP-SAT's log
