@@ -290,7 +290,7 @@ def solve(
     if inst.program.kind == "pt2":
         from .pt2_run import against_pytorch
 
-        pytorch = against_pytorch(inst, r.program, r.sim)
+        pytorch = against_pytorch(inst, r.program, r.sim, r.hardware.pim.dtype)
         rep["pytorch"] = None if pytorch is None else pytorch.as_dict()
     if out:
         from .output import write_outputs

@@ -71,7 +71,7 @@ def simulate(streams_dir, preset, sets, timing_only, trace, vcd, log_path, as_js
     if functional:
         from .pipeline import bit_true_check, compare_outputs
 
-        match, err = compare_outputs(program, res.outputs, ir.run(program, inputs, state))
+        match, err = compare_outputs(program, res.outputs, ir.run(program, inputs, state), hw.pim.dtype)
         bits = bit_true_check(hw, program, inputs, state, streams, res)
     if log_path or trace or vcd:
         from sim.traces import write_chrome_trace, write_command_log, write_vcd

@@ -14,7 +14,7 @@ import numpy as np
 
 import ir
 from hwmodel import Hardware
-from hwmodel.numerics import argmax_within_tolerance, within_tolerance
+from hwmodel.numerics import argmax_within_tolerance, tolerance_dtype, within_tolerance
 from solver.bounds import Bounds, lower_bounds
 from solver.decode import Compiled, decode
 from solver.lower import Lowering, LoweringError, LowerOptions, lower
@@ -451,7 +451,7 @@ def verify_program(hw: Hardware, program: ir.Program, compiled: Compiled, result
     if inputs is None:
         return Verdict(None, None, None)
     reference = ir.run(program, inputs, state)
-    match, err = compare_outputs(program, result.outputs, reference)
+    match, err = compare_outputs(program, result.outputs, reference, hw.pim.dtype)
     bits = bit_true_check(hw, program, inputs, state, compiled.streams, result)
     if not bits.exact:
         raise VerificationError(
@@ -560,11 +560,16 @@ def _check_capacity(hw: Hardware, program: ir.Program) -> None:
 
 
 def compare_outputs(
-    program: ir.Program, outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray]
+    program: ir.Program,
+    outputs: dict[str, np.ndarray],
+    reference: dict[str, np.ndarray],
+    arithmetic: str | None = None,
 ) -> tuple[bool, float]:
     """Every program output against the float reference (every tensor of `ir.run`), by the one
     tolerance rule (hwmodel.numerics: within_tolerance; an argmax over float logits by
-    argmax_within_tolerance); (all match, the largest absolute error of a float output)."""
+    argmax_within_tolerance), at the tolerance of the coarser of the output's dtype and the
+    device's `arithmetic` (`hw.pim.dtype`); (all match, the largest absolute error of a float
+    output)."""
     ok, worst = True, 0.0
     producer = {op.outputs[0]: op for op in program.ops}
     for name in program.outputs:
@@ -572,10 +577,11 @@ def compare_outputs(
         op = producer.get(name)
         logits = op.inputs[0] if op is not None and op.kind is ir.OpKind.argmax else None
         if logits is not None and logits in reference and program.tensors[logits].dtype.value != "int32":
-            match, _ = argmax_within_tolerance(outputs[name], reference[logits], program.tensors[logits].dtype.value)
+            key = tolerance_dtype(program.tensors[logits].dtype.value, arithmetic)
+            match, _ = argmax_within_tolerance(outputs[name], reference[logits], key)
             ok &= match
             continue
-        match, err = within_tolerance(outputs[name], reference[name], dtype)
+        match, err = within_tolerance(outputs[name], reference[name], tolerance_dtype(dtype, arithmetic))
         ok &= match
         if dtype != "int32":
             worst = max(worst, err)

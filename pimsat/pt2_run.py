@@ -55,11 +55,12 @@ class AgainstPyTorch:
         }
 
 
-def against_pytorch(instance, program: ir.Program, result) -> AgainstPyTorch | None:
+def against_pytorch(instance, program: ir.Program, result, arithmetic: str | None = None) -> AgainstPyTorch | None:
     """The functional ``result`` of ``instance`` (kind pt2, with ``program.inputs``) against
-    PyTorch's own outputs of that step; None when there is nothing to compare with (another kind,
-    a timing-only run, or a step .npz without PyTorch's outputs)."""
-    from hwmodel.numerics import within_tolerance
+    PyTorch's own outputs of that step, at the tolerance of the coarser of each output's dtype and
+    the device's ``arithmetic`` (``hw.pim.dtype``); None when there is nothing to compare with
+    (another kind, a timing-only run, or a step .npz without PyTorch's outputs)."""
+    from hwmodel.numerics import tolerance_dtype, within_tolerance
 
     if instance.program.kind != "pt2" or instance.program.inputs is None or not result.outputs:
         return None
@@ -72,7 +73,8 @@ def against_pytorch(instance, program: ir.Program, result) -> AgainstPyTorch | N
     got = imp.torch_outputs(result.outputs, banks=result.resident)
     match, worst = True, 0.0
     for (name, _), g, w in zip(imp.outputs, got, want):
-        ok, err = within_tolerance(g, np.asarray(w, dtype=np.float32), program.tensors[name].dtype.value)
+        key = tolerance_dtype(program.tensors[name].dtype.value, arithmetic)
+        ok, err = within_tolerance(g, np.asarray(w, dtype=np.float32), key)
         match, worst = match and bool(ok), max(worst, float(err))
     same_token = bool(np.array_equal(np.asarray(got[0]).argmax(-1), np.asarray(want[0]).argmax(-1)))
     return AgainstPyTorch(str(path), match, worst, same_token)

@@ -33,3 +33,24 @@ def test_an_argmax_may_take_a_near_tie_and_nothing_else():
 def test_an_argmax_of_another_shape_or_out_of_range_is_no_match():
     assert argmax_within_tolerance(np.array([2]), LOGITS, "fp16") == (False, 1)
     assert argmax_within_tolerance(np.array([2, 4]), LOGITS, "fp16") == (False, 2)
+
+
+def test_the_coarser_of_the_output_and_the_arithmetic_judges():
+    from hwmodel.numerics import tolerance_dtype
+
+    assert tolerance_dtype("fp16", "bf16") == "bf16"  # an fp16 output of a bf16 device
+    assert tolerance_dtype("bf16", "fp16") == "bf16"
+    assert tolerance_dtype("fp16", "fp16") == "fp16"
+    assert tolerance_dtype("fp32", "fp16") == "fp16"
+    assert tolerance_dtype("fp16", None) == "fp16"
+    assert tolerance_dtype("int32", "bf16") == "int32"  # integers stay exact
+
+
+def test_a_bf16_device_is_judged_at_bf16_at_the_boundary():
+    from hwmodel.numerics import TOLERANCE, tolerance_dtype
+
+    key = tolerance_dtype("fp16", "bf16")
+    tol = TOLERANCE["bf16"] * float(np.max(np.abs(LOGITS)))
+    assert within_tolerance(LOGITS + np.float32(tol * 0.99), LOGITS, key)[0]
+    assert not within_tolerance(LOGITS + np.float32(tol * 1.01), LOGITS, key)[0]
+    assert not within_tolerance(LOGITS + np.float32(tol * 0.99), LOGITS, "fp16")[0]  # fp16's rule refuses it
