@@ -190,7 +190,10 @@ def test_solve_cpsat_under_a_stop_at_the_preload_line(monkeypatch):
     assert "waited" in s.message and "to start its search" in s.message
 
 
-def test_log_search_still_prints_the_log(capfd):
+def test_log_search_still_prints_the_log_and_only_then(capfd):
+    """The watchdog reads the log through a callback; stdout (pimsat solve --json) stays clean."""
     p = random_problem(3, n_jobs=6, n_groups=2)
+    solve_cpsat(p, time_limit=10)
+    assert "CP-SAT" not in capfd.readouterr().out
     solve_cpsat(p, time_limit=10, log_search=True)
     assert "Starting CP-SAT solver" in capfd.readouterr().out
