@@ -54,7 +54,7 @@ import numpy as np
 
 from hwmodel.cores import available_cores
 from hwmodel.model import COMMANDS, Hardware
-from hwmodel.numerics import within_tolerance
+from hwmodel.numerics import tolerance_dtype, within_tolerance
 from hwmodel.streams import StreamSet
 
 from .engine import run_timing
@@ -190,12 +190,16 @@ class Verification:
 
 
 def verify(
-    result: SimResult, reference_outputs: dict[str, np.ndarray], tolerance_by_dtype: dict[str, float] | None = None
+    result: SimResult,
+    reference_outputs: dict[str, np.ndarray],
+    tolerance_by_dtype: dict[str, float] | None = None,
+    arithmetic: str | None = None,
 ) -> Verification:
     """Compare every program output of a functional run with the reference values, by the one
     tolerance rule (hwmodel.numerics.within_tolerance; `tolerance_by_dtype` overrides entries).
     The dtype is the output's declared one, else guessed from its numpy storage (float16 -> fp16,
-    float32 with bf16-exact values -> bf16, other float32 -> fp32, integers exact).
+    float32 with bf16-exact values -> bf16, other float32 -> fp32, integers exact); with the
+    device's `arithmetic` (`hw.pim.dtype`), the coarser of the two (numerics.tolerance_dtype).
     Unpack as `outputs_match, max_abs_error = verify(...)`."""
     if not result.functional:
         raise ValueError("verify needs a functional run")
@@ -204,7 +208,7 @@ def verify(
     for name, got in result.outputs.items():
         if name not in reference_outputs:
             raise KeyError(f"reference has no output '{name}'")
-        key = result.output_dtypes.get(name) or _dtype_key(got)
+        key = tolerance_dtype(result.output_dtypes.get(name) or _dtype_key(got), arithmetic)
         match, per[name] = within_tolerance(got, reference_outputs[name], key, tolerance_by_dtype)
         ok = ok and match
     return Verification(ok, max(per.values(), default=0.0), per)
